@@ -1,0 +1,54 @@
+"""The 2-bit DNA code, defined once for numpy and handed to the kernels (as -D constants).
+
+Codes: A=0, C=1, G=2, T=3. Every other letter (N, IUPAC, '.') is "N" for gkmap (CONVENTIONS.md): it is
+never part of a seed and never matches anything, not even another N. In uint8 code arrays N is
+`CODE_N` = 4; code arrays are what the cpu backend works on, one byte per base.
+
+For edlib, an N must differ from every base *and from an N on the other side*: reads are spelled with
+`READ_ASCII` (N -> 'N') and reference windows with `REF_ASCII` (N -> 'n'), so edlib never matches them.
+"""
+import numpy as np
+
+BASES = "ACGT"
+CODE_N = 4
+
+# ASCII byte -> code. Lower case is upper-cased first (input is case-insensitive).
+ENCODE = np.full(256, CODE_N, dtype=np.uint8)
+for _code, _base in enumerate(BASES):
+    ENCODE[ord(_base)] = _code
+    ENCODE[ord(_base.lower())] = _code
+del _code, _base
+
+# code -> complement code (N stays N)
+COMPLEMENT = np.array([3, 2, 1, 0, CODE_N], dtype=np.uint8)
+
+READ_ASCII = np.frombuffer(b"ACGTN", dtype=np.uint8)
+REF_ASCII = np.frombuffer(b"ACGTn", dtype=np.uint8)
+# What a SAM MD tag shows for a reference base: N for an unknown reference base.
+MD_ASCII = np.frombuffer(b"ACGTN", dtype=np.uint8)
+
+
+def encode(ascii_bytes):
+    """uint8 ASCII array (or bytes) -> uint8 code array (0..3, CODE_N)."""
+    return ENCODE[np.frombuffer(ascii_bytes, dtype=np.uint8) if isinstance(ascii_bytes, (bytes, bytearray)) else ascii_bytes]
+
+
+def reverse_complement(codes):
+    """Reverse complement of a code array along its last axis."""
+    return COMPLEMENT[codes[..., ::-1]]
+
+
+def pack_2bit(codes):
+    """uint8 codes [n] -> uint32 words, 16 bases a word, first base in bits 31..30 (N packs as A; keep the N
+    mask beside it). The last word is zero-padded. This is the layout the kernels read."""
+    n = len(codes)
+    padded = np.zeros(-(-n // 16) * 16, dtype=np.uint32)
+    padded[:n] = codes & 3
+    shifts = np.arange(30, -1, -2, dtype=np.uint32)
+    return (padded.reshape(-1, 16) << shifts).sum(axis=1, dtype=np.uint32)
+
+
+def unpack_2bit(words, n):
+    """Inverse of `pack_2bit`: uint32 words -> uint8 codes [n] (N positions come back as A)."""
+    shifts = np.arange(30, -1, -2, dtype=np.uint32)
+    return ((words[:, None] >> shifts) & 3).astype(np.uint8).reshape(-1)[:n]

@@ -1,0 +1,79 @@
+"""Command line: `gkmap SUBCOMMAND ...` and `python -m mapper SUBCOMMAND ...`.
+
+Each subcommand lives in its own module, which provides `HELP` (one line), `add_arguments(parser)` and
+`run(args) -> int`. This is the one place where exceptions become messages and exit codes:
+2 usage, 1 input/format/index problems, 130 interrupted. A traceback is shown only with `--debug`.
+"""
+import argparse
+import importlib
+import logging
+import sys
+
+from mapper import __version__
+from mapper.errors import GkmapError
+
+# name -> module; the order is the order of `gkmap --help`.
+COMMANDS = {
+    "index": "mapper.commands.index",
+    "map": "mapper.commands.map",
+}
+
+log = logging.getLogger("gkmap")
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line naming the problem (exit 2), not the whole usage block."""
+
+    def error(self, message):
+        raise SystemExit(_fail(f"{self.prog}: {message} (see --help)", 2))
+
+
+def _fail(message, code):
+    print(f"gkmap: error: {message}", file=sys.stderr)
+    return code
+
+
+def build_parser():
+    parser = _Parser(prog="gkmap", description="All-mapper for short DNA reads with a GateKeeper pre-alignment filter.")
+    parser.add_argument("--version", action="version", version=f"gkmap {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+    for name, module_name in COMMANDS.items():
+        module = importlib.import_module(module_name)
+        p = sub.add_parser(name, help=module.HELP, description=module.HELP,
+                           formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        module.add_arguments(p)
+        p.add_argument("--quiet", action="store_true", help="no progress bar, warnings only")
+        p.add_argument("--debug", action="store_true", help="show a traceback on error")
+        p.set_defaults(_module=module)
+    return parser
+
+
+def main(argv=None):
+    """Run gkmap with `argv` (default: sys.argv[1:]) and return the exit code; never raises for user errors."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as e:  # --help, --version and usage errors
+        return e.code if isinstance(e.code, int) else 2
+    logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO,
+                        format="gkmap: %(message)s", stream=sys.stderr, force=True)
+    try:
+        return args._module.run(args)
+    except GkmapError as e:
+        if args.debug:
+            raise
+        return _fail(str(e), e.exit_code)
+    except KeyboardInterrupt:
+        return _fail("interrupted", 130)
+    except BrokenPipeError:
+        return 1
+    except (MemoryError, OSError) as e:
+        if args.debug:
+            raise
+        return _fail(f"{e.__class__.__name__}: {e}", 1)
+
+
+def main_cli():
+    """Console-script entry point."""
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Subcommands of the `gkmap` CLI, one module each (see mapper.cli)."""
