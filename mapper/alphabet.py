@@ -52,3 +52,9 @@ def unpack_2bit(words, n):
     """Inverse of `pack_2bit`: uint32 words -> uint8 codes [n] (N positions come back as A)."""
     shifts = np.arange(30, -1, -2, dtype=np.uint32)
     return ((words[:, None] >> shifts) & 3).astype(np.uint8).reshape(-1)[:n]
+
+# ASCII complement for SAM's SEQ on the reverse strand: IUPAC codes map to their complements, N to N.
+COMPLEMENT_ASCII = np.arange(256, dtype=np.uint8)
+for _a, _b in zip(b"ACGTRYKMBVDHN", b"TGCAYRMKVBHDN"):
+    COMPLEMENT_ASCII[_a] = _b
+del _a, _b

@@ -1,0 +1,51 @@
+"""The interface every backend implements, and the choice between them.
+
+A backend takes and returns arrays (dataclasses of numpy arrays from seeding.py and verify.py); it never
+sees files, options or the CLI. `cpu` (numpy + edlib) is always there; `cuda` (PyCUDA + kernels/*.cu) is
+imported only when asked for, so `import mapper` works on a machine without a GPU.
+"""
+import abc
+import importlib.util
+
+from mapper.errors import UsageError
+
+
+class Backend(abc.ABC):
+    name = "?"
+
+    @abc.abstractmethod
+    def seed(self, rows, index):
+        """StrandRows, KmerIndex -> (seeding.Candidates, seeding.SeedStats)."""
+
+    @abc.abstractmethod
+    def verify(self, rows, cands, reference):
+        """StrandRows, Candidates, Reference -> verify.Mappings (all best ends per window, <= e edits)."""
+
+
+def cuda_available():
+    """True when pycuda is importable and a CUDA device answers."""
+    if importlib.util.find_spec("pycuda") is None:
+        return False
+    try:
+        import pycuda.driver as drv
+        drv.init()
+        return drv.Device.count() > 0
+    except Exception:  # any driver failure means "no usable GPU"
+        return False
+
+
+def get_backend(device):
+    """'cpu', 'cuda' or 'auto' (cuda when a GPU and the cuda mapping backend are there, else cpu)."""
+    from mapper.backends.cpu import CpuBackend
+    if device == "cpu":
+        return CpuBackend()
+    if device in ("cuda", "auto"):
+        if device == "cuda" and not cuda_available():
+            raise UsageError("--device cuda: no CUDA GPU or no pycuda here (install gkmap[gpu]); use --device cpu")
+        if importlib.util.find_spec("mapper.backends.cuda_mapping") is not None and cuda_available():
+            from mapper.backends.cuda_mapping import CudaBackend
+            return CudaBackend()
+        if device == "cuda":
+            raise UsageError("--device cuda: the cuda mapping backend is not part of this version yet; use --device cpu")
+        return CpuBackend()
+    raise UsageError(f"--device must be auto, cpu or cuda, not {device!r}")

@@ -1,0 +1,38 @@
+"""`gkmap map`: report every locus where each read aligns within e edits, as SAM."""
+import shlex
+import sys
+
+from mapper.options import DEVICES, FILTERS, MapOptions
+from mapper.pipeline import map_reads
+
+HELP = "map reads to every locus within e edits (SAM output)"
+
+
+def add_arguments(parser):
+    d = MapOptions("", "")
+    parser.add_argument("reference", metavar="REF.fa", help="reference FASTA; indexed first if it has no index")
+    parser.add_argument("reads", metavar="READS.fq", help="reads, FASTQ or FASTA, plain or gzip")
+    g = parser.add_argument_group("mapping")
+    g.add_argument("-e", type=int, default=d.e, metavar="E",
+                   help="edit distance threshold for every read (default: ceil(0.04 x read length) per read)")
+    g.add_argument("--ws", type=int, default=d.ws, help="k-mer size (default: the index's; 12 when building)")
+    g.add_argument("--filter", choices=FILTERS, default=d.filter, help="pre-alignment filter")
+    g.add_argument("--device", choices=DEVICES, default=d.device, help="backend")
+    g.add_argument("--index", metavar="DIR", default=d.index_dir, help="index folder")
+    g.add_argument("--batch-size", type=int, default=d.batch_size, help="reads per batch")
+    o = parser.add_argument_group("output")
+    o.add_argument("-o", "--output", metavar="OUT.sam", default=d.output, help="SAM file (default: stdout)")
+    o.add_argument("--unmapped", metavar="FILE", default=d.unmapped, help="also write unmapped reads (FASTQ/FASTA)")
+    o.add_argument("--best", action="store_true", help="report only the loci with the fewest edits")
+    o.add_argument("-n", type=int, default=d.max_records, metavar="N", help="at most N records per read")
+
+
+def run(args):
+    opts = MapOptions(
+        reference=args.reference, reads=args.reads, e=args.e, ws=args.ws, filter=args.filter,
+        device=args.device, output=args.output, unmapped=args.unmapped, best=args.best,
+        max_records=args.n, index_dir=args.index, batch_size=args.batch_size, quiet=args.quiet,
+        command_line=shlex.join(["gkmap"] + sys.argv[1:]) if sys.argv else "gkmap map",
+    )
+    map_reads(opts)
+    return 0

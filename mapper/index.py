@@ -1,0 +1,212 @@
+"""Direct-address k-mer index of a reference: for every ws-mer key (2 bits a base, first base most
+significant), the sorted global positions where it occurs.
+
+Arrays (memory-mapped from the index folder):
+    offsets    uint32 or uint64 [4**ws + 1]  bucket of key k is positions[offsets[k]:offsets[k+1]]
+    positions  uint32 [P]                    global start of every ws-mer that lies inside one contig and
+                                             has no N, sorted by (key, position)
+
+Built without a per-k-mer Python loop: rolling 2-bit keys over the whole genome (ws vectorised passes),
+then one sort of the 64-bit words `key << 32 | position` (keys <= 28 bits, positions < 2**32) and a
+bincount for the bucket offsets.
+
+The folder (CONVENTIONS.md, "Files and paths"): `REF.gkx/` beside the FASTA, or `--index DIR`; if the
+FASTA's folder is read-only, `$XDG_CACHE_HOME/gkmap/<checksum>/`. It is self-describing: `meta.json`
+holds a magic string, the format version, the kind and ws, the reference's checksum and the contig table;
+`map` refuses an index of another version or another reference with a one-line error.
+"""
+import json
+import logging
+import os
+import shutil
+import stat
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from mapper import __version__
+from mapper.alphabet import CODE_N
+from mapper.errors import IndexFormatError, UsageError
+from mapper.reference import Reference, file_checksum, read_fasta
+
+MAGIC = "gkmap-index"
+FORMAT_VERSION = 1
+KIND = "kmer"
+WS_RANGE = (10, 14)
+DEFAULT_WS = 12
+_ARRAYS = ("seq2bit", "nmask", "offsets", "positions")
+
+log = logging.getLogger("gkmap")
+
+
+@dataclass
+class KmerIndex:
+    ws: int
+    offsets: np.ndarray
+    positions: np.ndarray
+    reference: Reference
+    folder: Path
+
+    def bucket_sizes(self, keys):
+        """Number of occurrences of each key (int64 array, same shape as `keys`)."""
+        return self.offsets[keys + 1].astype(np.int64) - self.offsets[keys]
+
+
+def check_ws(ws):
+    if not WS_RANGE[0] <= ws <= WS_RANGE[1]:
+        raise UsageError(f"--ws must be between {WS_RANGE[0]} and {WS_RANGE[1]}, not {ws}")
+
+
+def kmer_keys(codes, ws):
+    """Keys of the ws-mers starting at every position 0..len(codes)-ws (N contributes 0: mask it apart)."""
+    n = len(codes) - ws + 1
+    keys = np.zeros(max(n, 0), dtype=np.uint32)
+    for i in range(ws):
+        keys <<= 2
+        keys |= codes[i:i + n] & 3
+    return keys
+
+
+def valid_kmer_starts(reference, ws):
+    """bool [G-ws+1]: the ws-mer at this position has no N and does not cross a contig end."""
+    codes = reference.codes
+    n = len(codes) - ws + 1
+    if n <= 0:
+        return np.zeros(0, dtype=bool)
+    is_n = codes == CODE_N
+    has_n = is_n[:n].copy()
+    for i in range(1, ws):
+        has_n |= is_n[i:i + n]
+    valid = ~has_n
+    for end in reference.ends:  # one slice per contig, not per k-mer
+        valid[max(end - ws + 1, 0):min(end, n)] = False
+    return valid
+
+
+def build_arrays(reference, ws):
+    """(offsets, positions) of the index of `reference` for k-mer size ws."""
+    if len(reference.codes) >= 2**32:
+        raise UsageError("references of 2**32 bases or more are not supported by this index format")
+    keys = kmer_keys(reference.codes, ws)
+    valid = valid_kmer_starts(reference, ws)
+    packed = keys[valid].astype(np.uint64)
+    del keys
+    packed <<= np.uint64(32)
+    packed |= np.flatnonzero(valid).astype(np.uint64)
+    del valid
+    packed.sort()
+    positions = packed.astype(np.uint32)  # the low 32 bits
+    packed >>= np.uint64(32)
+    counts = np.bincount(packed.view(np.int64), minlength=4**ws)
+    del packed
+    offsets = np.zeros(4**ws + 1, dtype=np.uint32 if len(positions) < 2**32 else np.uint64)
+    np.cumsum(counts, out=offsets[1:])
+    return offsets, positions
+
+
+def _read_only_dir(path):
+    """A folder gkmap must not write into: not writable, or writable only because we are root."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return True
+    return not os.access(path, os.W_OK) or not mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH)
+
+
+def default_index_dir(ref_path):
+    """`REF.gkx/` beside the FASTA, or the cache folder when the FASTA's folder is read-only."""
+    ref_path = Path(ref_path)
+    if not _read_only_dir(ref_path.resolve().parent):
+        return ref_path.with_name(ref_path.name + ".gkx")
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "gkmap" / file_checksum(ref_path)
+    log.info("%s is in a read-only folder: using the index folder %s", ref_path, cache)
+    return cache
+
+
+def build_index(ref_path, ws=DEFAULT_WS, index_dir=None):
+    """Read the FASTA, build the index, write it atomically (temp folder + rename); return it loaded."""
+    check_ws(ws)
+    folder = Path(index_dir) if index_dir else default_index_dir(ref_path)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = folder.with_name(f".{folder.name}.tmp-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    try:
+        t0 = time.perf_counter()
+        checksum = file_checksum(ref_path)
+        reference = read_fasta(ref_path, tmp / "ref.fai")
+        offsets, positions = build_arrays(reference, ws)
+        arrays = dict(reference.to_arrays(), offsets=offsets, positions=positions)
+        for name in _ARRAYS:
+            np.save(tmp / f"{name}.npy", arrays[name])
+        meta = {
+            "magic": MAGIC, "format_version": FORMAT_VERSION, "kind": KIND, "ws": ws,
+            "gkmap_version": __version__,
+            "reference": {"path": str(Path(ref_path).resolve()), "checksum": checksum},
+            "contigs": [[n, int(l)] for n, l in zip(reference.names, reference.lengths)],
+            "positions": int(len(positions)),
+        }
+        (tmp / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
+        if folder.exists():
+            shutil.rmtree(folder)
+        os.replace(tmp, folder)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    log.info("indexed %s: %d contigs, %d bases, %d %d-mers in %.1f s -> %s", ref_path, len(reference.names),
+             len(reference.codes), len(positions), ws, time.perf_counter() - t0, folder)
+    return KmerIndex(ws, offsets, positions, reference, folder)
+
+
+def read_meta(folder):
+    meta_path = Path(folder) / "meta.json"
+    try:
+        meta = json.loads(meta_path.read_text())
+    except FileNotFoundError:
+        raise IndexFormatError(f"{folder}: not a gkmap index (no meta.json); build one with 'gkmap index'") from None
+    except (OSError, ValueError) as e:
+        raise IndexFormatError(f"{meta_path}: unreadable index metadata ({e})") from None
+    if not isinstance(meta, dict) or meta.get("magic") != MAGIC:
+        raise IndexFormatError(f"{folder}: not a gkmap index (bad magic)")
+    if meta.get("format_version") != FORMAT_VERSION:
+        raise IndexFormatError(
+            f"{folder}: index format version {meta.get('format_version')}, but this gkmap ({__version__}) reads "
+            f"version {FORMAT_VERSION}; rebuild it with 'gkmap index'")
+    if meta.get("kind") != KIND:
+        raise IndexFormatError(f"{folder}: a '{meta.get('kind')}' index, not a '{KIND}' index")
+    return meta
+
+
+def load_index(ref_path, index_dir=None, checksum=None):
+    """Load and validate the index of `ref_path` (memory-mapped arrays)."""
+    folder = Path(index_dir) if index_dir else default_index_dir(ref_path)
+    meta = read_meta(folder)
+    checksum = checksum or file_checksum(ref_path)
+    if meta["reference"]["checksum"] != checksum:
+        raise IndexFormatError(
+            f"{folder}: built from another reference ({meta['reference']['path']}), not {ref_path}; "
+            "rebuild it with 'gkmap index' or point --index elsewhere")
+    try:
+        arrays = {name: np.load(folder / f"{name}.npy", mmap_mode="r") for name in _ARRAYS}
+    except (OSError, ValueError) as e:
+        raise IndexFormatError(f"{folder}: damaged index ({e}); rebuild it with 'gkmap index'") from None
+    names, lengths = zip(*meta["contigs"])
+    reference = Reference.from_arrays(names, lengths, arrays["seq2bit"], arrays["nmask"])
+    ws = int(meta["ws"])
+    if len(arrays["offsets"]) != 4**ws + 1 or len(arrays["positions"]) != meta["positions"]:
+        raise IndexFormatError(f"{folder}: damaged index (array sizes disagree with meta.json)")
+    return KmerIndex(ws, arrays["offsets"], arrays["positions"], reference, folder)
+
+
+def open_index(ref_path, ws=None, index_dir=None):
+    """The index `map` uses: load it, or build it when the folder has none (like minimap2)."""
+    folder = Path(index_dir) if index_dir else default_index_dir(ref_path)
+    if not (folder / "meta.json").exists():
+        log.info("no index in %s: building it", folder)
+        return build_index(ref_path, ws or DEFAULT_WS, folder)
+    index = load_index(ref_path, folder)
+    if ws is not None and ws != index.ws:
+        raise UsageError(f"--ws {ws} asked, but the index {folder} has ws {index.ws}; "
+                         f"rebuild it with 'gkmap index --ws {ws}' or drop --ws")
+    return index

@@ -1,0 +1,182 @@
+"""The mapping pipeline: batches of reads through seeding -> filter -> verification -> loci -> CIGAR/MD
+-> SAM, in that order, on whichever backend was chosen. It owns the counters every report reads and the
+progress bar; it does not know how a backend runs a stage.
+
+Per batch:
+1. per-read e (`-e`, or ceil(0.04 L) clamped to CONVENTIONS.md's range); reads with more Ns than e are
+   not seeded (they cannot map) and come out unmapped;
+2. seeding on both strands (seeding.py), giving verification windows;
+3. the pre-alignment filter (`--filter`) on each window, grouped by (L, e);
+4. verification (edlib, or the backend's kernel) of the surviving windows, then one mapping per locus;
+5. `--best` / `-n`, CIGAR and MD (align.py, the same host routine for every backend), SAM in input order.
+"""
+import logging
+import sys
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+from tqdm import tqdm
+
+from mapper.align import cigar_md
+from mapper.alphabet import CODE_N
+from mapper.backends import get_backend
+from mapper.errors import UsageError
+from mapper.index import open_index
+from mapper.options import MAX_E
+from mapper.outputs import atomic_output
+from mapper.reads import read_batches
+from mapper.sam import batch_records, header, unmapped_records
+from mapper.seeding import SeedStats, strand_rows
+from mapper.verify import select_loci
+
+log = logging.getLogger("gkmap")
+
+
+@dataclass
+class Counters:
+    reads: int = 0
+    mapped: int = 0
+    unmapped: int = 0
+    loci: int = 0
+    records: int = 0
+    filtered_out: int = 0
+    verified: int = 0
+    seeding: SeedStats = field(default_factory=SeedStats)
+    backend: str = ""
+    seconds: float = 0.0
+
+    def summary(self):
+        s = self.seeding
+        rate = self.reads / self.seconds if self.seconds else 0.0
+        return (f"{self.reads} reads: {self.mapped} mapped ({self.loci} loci, {self.records} SAM records), "
+                f"{self.unmapped} unmapped; {s.bands} candidate windows ({s.hits} seed hits, {s.diagonals} "
+                f"diagonals, {s.adjacent} after the adjacency filter), {self.filtered_out} filtered out, "
+                f"{self.verified} verified; {self.seconds:.2f} s, {rate:,.0f} reads/s ({self.backend})")
+
+
+def per_read_e(batch, fixed_e, reads_path):
+    """e for every read of the batch (int64 [n])."""
+    lengths = batch.lengths
+    if fixed_e is not None:
+        too_short = np.flatnonzero(4 * fixed_e > lengths)
+        if len(too_short):
+            i = int(too_short[0])
+            raise UsageError(f"-e {fixed_e} is more than a quarter of read '{batch.names[i]}' ({lengths[i]} bp, "
+                             f"record {batch.first + i + 1} of {reads_path}); lower -e or drop it for the per-read rule")
+        return np.full(len(lengths), fixed_e, dtype=np.int64)
+    rule = (4 * lengths + 99) // 100  # ceil(0.04 L) in integers
+    return np.minimum(np.minimum(rule, MAX_E), lengths // 4)
+
+
+def _gather(codes, start, end, width):
+    """uint8 [n, width]: codes[start_i : start_i + width], N (code 4) at and beyond end_i."""
+    pos = start[:, None] + np.arange(width)
+    out = codes[np.minimum(pos, len(codes) - 1)]
+    out[pos >= end[:, None]] = CODE_N
+    return out
+
+
+def filter_candidates(filt, faithful, rows, cands, reference):
+    """bool [len(cands)]: the windows the filter lets through. Calls the filter once per (L, e) group."""
+    keep = np.ones(len(cands), dtype=bool)
+    if filt is None or not len(cands):
+        return keep
+    length, e = rows.length[cands.row], rows.e[cands.row]
+    wstart, wend = cands.windows(rows, reference)
+    groups = length * (MAX_E + 1) + e
+    for g in np.unique(groups):
+        members = np.flatnonzero(groups == g)
+        L, E = int(length[members[0]]), int(e[members[0]])
+        reads = _gather(rows.codes, rows.start[cands.row[members]], np.full(len(members), len(rows.codes)), L)
+        if faithful:  # the published filter: the equal-length reference segment at the band's diagonal
+            start = cands.lo[members]
+            end = np.minimum(start + L, reference.ends[cands.contig[members]])
+            windows = _gather(reference.codes, np.maximum(start, 0), end, L)
+            windows[start < reference.starts[cands.contig[members]]] = CODE_N
+        else:  # windows padded with N to one width per group; N never matches, so padding keeps soundness
+            windows = _gather(reference.codes, wstart[members], wend[members], L + 3 * E)
+        accept, _ = filt(reads, windows, E)
+        keep[members] = accept
+    return keep
+
+
+def make_filter(name, device):
+    """The filter callable for --filter (None for 'none'), on the backend's device."""
+    if name == "none":
+        return None, False
+    from mapper.filters.gatekeeper import make_filter as make_gatekeeper
+    faithful = name == "gatekeeper-faithful"
+    return make_gatekeeper("faithful" if faithful else "improved", device), faithful
+
+
+def map_batch(batch, index, backend, filt, faithful, opts, counters):
+    """SAM text and unmapped-read indices of one batch; updates `counters`."""
+    reference = index.reference
+    e = per_read_e(batch, opts.e, opts.reads)
+    rows = strand_rows(batch.codes(), batch.starts, e)
+    cands, stats = backend.seed(rows, index)
+    counters.seeding.add(stats)
+    keep = filter_candidates(filt, faithful, rows, cands, reference)
+    counters.filtered_out += int((~keep).sum())
+    cands = cands.subset(keep)
+    counters.verified += len(cands)
+    loci = select_loci(rows, backend.verify(rows, cands, reference))
+    read, strand = rows.read_of(loci.row), rows.strand_of(loci.row)
+    nh = np.bincount(read, minlength=len(batch))
+    if len(loci) and (opts.best or opts.max_records):
+        is_first = np.ones(len(read), dtype=bool)
+        is_first[1:] = read[1:] != read[:-1]
+        group_start = np.flatnonzero(is_first)[np.cumsum(is_first) - 1]
+        keep = np.ones(len(read), dtype=bool)
+        if opts.best:
+            keep &= loci.edits == loci.edits[group_start]
+        if opts.max_records:
+            keep &= np.arange(len(read)) - group_start < opts.max_records
+        loci, read, strand = loci.take(keep), read[keep], strand[keep]
+    cigars, mds, nms = [], [], []
+    for row, s, t in zip(loci.row.tolist(), loci.start.tolist(), loci.end.tolist()):
+        first = rows.start[row]
+        cigar, md, nm = cigar_md(rows.codes[first:first + rows.length[row]], reference.codes[s:t])
+        cigars.append(cigar)
+        mds.append(md)
+        nms.append(nm)
+    counters.reads += len(batch)
+    counters.mapped += int((nh > 0).sum())
+    counters.unmapped += int((nh == 0).sum())
+    counters.loci += int(nh.sum())
+    counters.records += len(loci) + int((nh == 0).sum())
+    text = batch_records(batch, reference, read, strand, loci, cigars, mds, nms, nh)
+    return text, np.flatnonzero(nh == 0)
+
+
+def map_reads(opts):
+    """Run `gkmap map` with MapOptions; returns the Counters."""
+    opts.check()
+    t0 = time.perf_counter()
+    index = open_index(opts.reference, opts.ws, opts.index_dir)
+    backend = get_backend(opts.device)
+    filt, faithful = make_filter(opts.filter, backend.name)
+    counters = Counters(backend=backend.name)
+    progress = tqdm(unit=" reads", unit_scale=True, desc="mapping", file=sys.stderr,
+                    disable=opts.quiet or not sys.stderr.isatty())
+    with atomic_output(opts.output) as sam, atomic_output(opts.unmapped) if opts.unmapped else _no_file() as unmapped:
+        sam.write(header(index.reference, opts.command_line))
+        for batch in read_batches(opts.reads, opts.batch_size):
+            text, unmapped_reads = map_batch(batch, index, backend, filt, faithful, opts, counters)
+            sam.write(text)
+            if unmapped is not None:
+                unmapped.write(unmapped_records(batch, unmapped_reads))
+            progress.update(len(batch))
+    progress.close()
+    counters.seconds = time.perf_counter() - t0
+    log.info("%s", counters.summary())
+    return counters
+
+
+class _no_file:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False

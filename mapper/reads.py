@@ -1,0 +1,101 @@
+"""Reads: FASTQ or FASTA (plain or gzip, any and mixed lengths) -> batches of concatenated arrays.
+
+Output (`ReadBatch`, one per `batch_size` reads, in file order):
+    names    list[str]     QNAME: the header's first word
+    seq      uint8 [T]     all sequences concatenated, ASCII, upper-cased (IUPAC letters kept for SAM)
+    qual     uint8 [T]     qualities concatenated (ASCII), or None for FASTA input
+    starts   int64 [n+1]   read i is seq[starts[i]:starts[i+1]]
+    first    int           index of the batch's first read in the file (records are written in input order)
+
+Flat arrays rather than a padded matrix: one long read among short ones costs its own length, not
+n x longest. Parsing is dnaio's (C, with file and line in its errors); this module turns its errors into
+one-line `InputError`s naming the file, the line and the record.
+"""
+import itertools
+import os
+from dataclasses import dataclass
+
+import dnaio
+import numpy as np
+
+from mapper.alphabet import ENCODE
+from mapper.errors import InputError
+
+BATCH_SIZE = 100_000
+
+
+@dataclass
+class ReadBatch:
+    names: list
+    seq: np.ndarray
+    qual: np.ndarray
+    starts: np.ndarray
+    first: int = 0
+
+    def __len__(self):
+        return len(self.names)
+
+    @property
+    def lengths(self):
+        return np.diff(self.starts)
+
+    def codes(self):
+        """uint8 [T]: the concatenated sequences as 2-bit codes (4 = N)."""
+        return ENCODE[self.seq]
+
+
+def _check_readable(path):
+    if not os.path.isfile(path):
+        raise InputError(path, "no such file")
+    if not os.access(path, os.R_OK):
+        raise InputError(path, "cannot read the file (permission denied)")
+
+
+def _format_error(path, error, is_fastq):
+    line = None if error.line is None else error.line + 1
+    record = None if error.line is None or not is_fastq else error.line // 4 + 1
+    return InputError(path, error.args[0].rstrip("."), line=line, record=record)
+
+
+def _to_batch(records, first, path, fastq):
+    names = [r.name.split(None, 1)[0] if r.name.strip() else "" for r in records]
+    if "" in names:
+        raise InputError(path, "a read has an empty name", record=first + names.index("") + 1)
+    seqs = [r.sequence for r in records]
+    lengths = np.fromiter(map(len, seqs), dtype=np.int64, count=len(seqs))
+    starts = np.zeros(len(seqs) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=starts[1:])
+    seq = np.frombuffer("".join(seqs).upper().encode("ascii", "replace"), dtype=np.uint8)
+    qual = None
+    if fastq:
+        qual = np.frombuffer("".join(r.qualities for r in records).encode("ascii", "replace"), dtype=np.uint8)
+    return ReadBatch(names, seq, qual, starts, first)
+
+
+def read_batches(path, batch_size=BATCH_SIZE):
+    """Yield `ReadBatch`es from a FASTQ/FASTA file. Raises InputError for a bad or empty file."""
+    path = os.fspath(path)
+    _check_readable(path)
+    fastq = None
+    first = 0
+    try:
+        with dnaio.open(path) as reader:
+            fastq = isinstance(reader, dnaio.FastqReader)
+            while True:
+                records = list(itertools.islice(reader, batch_size))
+                if not records:
+                    break
+                yield _to_batch(records, first, path, fastq)
+                first += len(records)
+    except dnaio.FileFormatError as e:
+        raise _format_error(path, e, fastq is not False) from None
+    except (EOFError, UnicodeDecodeError) as e:
+        raise InputError(path, f"truncated or corrupt file ({e})") from None
+    if first == 0:
+        raise InputError(path, "no reads in the file")
+
+
+def is_fastq(path):
+    """True when `path` holds FASTQ (decides the format of the unmapped-reads output)."""
+    with dnaio.open(path) as reader:
+        return isinstance(reader, dnaio.FastqReader)

@@ -1,0 +1,71 @@
+"""Verification: the exact edit distance of each candidate window, and the loci the read maps to.
+
+Input : `StrandRows`, `Candidates` (surviving the filter), the `Reference`.
+Output: `Mappings` (row, contig, start, end, edits): every end position in each window where the whole
+        read aligns semi-globally (free reference ends) with the window's fewest edits, if <= e; global
+        coordinates, end exclusive. edlib (HW mode, k = e) computes it; N never matches (alphabet.py).
+
+`select_loci` then applies CONVENTIONS.md: mappings of one read on one strand of one contig whose ends lie
+within e of each other are one locus, reported once as its mapping with the fewest edits, then the
+leftmost start; a read's loci are ordered by edits, contig, start, forward before reverse.
+"""
+from dataclasses import dataclass, fields
+
+import edlib
+import numpy as np
+
+from mapper.alphabet import READ_ASCII
+
+
+@dataclass
+class Mappings:
+    row: np.ndarray
+    contig: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    edits: np.ndarray
+
+    def __len__(self):
+        return len(self.row)
+
+    def take(self, index):
+        return Mappings(*(getattr(self, f.name)[index] for f in fields(self)))
+
+
+def verify(rows, cands, reference):
+    """edlib on every candidate window (one call per window; the hot loop the cuda backend replaces)."""
+    wstart, wend = cands.windows(rows, reference)
+    read_ascii = READ_ASCII[rows.codes]
+    ref_ascii = reference.ascii
+    out = ([], [], [], [], [])
+    for row, contig, ws, we, s, length, e in zip(
+            cands.row.tolist(), cands.contig.tolist(), wstart.tolist(), wend.tolist(),
+            rows.start[cands.row].tolist(), rows.length[cands.row].tolist(), rows.e[cands.row].tolist()):
+        result = edlib.align(read_ascii[s:s + length].tobytes(), ref_ascii[ws:we].tobytes(),
+                             mode="HW", task="locations", k=e)
+        edits = result["editDistance"]
+        if edits < 0:
+            continue
+        for first, last in result["locations"]:
+            for column, value in zip(out, (row, contig, ws + first, ws + last + 1, edits)):
+                column.append(value)
+    return Mappings(*(np.array(c, dtype=np.int64) for c in out))
+
+
+def select_loci(rows, maps):
+    """One mapping per locus, in report order (read, then edits, contig, start, strand)."""
+    if not len(maps):
+        return maps
+    read, strand = rows.read_of(maps.row), rows.strand_of(maps.row)
+    order = np.lexsort((maps.end, maps.contig, strand, read))
+    maps, read, strand = maps.take(order), read[order], strand[order]
+    new = np.ones(len(maps), dtype=bool)
+    new[1:] = ((read[1:] != read[:-1]) | (strand[1:] != strand[:-1]) | (maps.contig[1:] != maps.contig[:-1])
+               | (maps.end[1:] - maps.end[:-1] > rows.e[maps.row[1:]]))
+    locus = np.cumsum(new) - 1
+    best = np.lexsort((maps.start, maps.edits, locus))
+    first_of_locus = np.ones(len(best), dtype=bool)
+    first_of_locus[1:] = locus[best[1:]] != locus[best[:-1]]
+    keep = best[first_of_locus]
+    maps, read, strand = maps.take(keep), read[keep], strand[keep]
+    return maps.take(np.lexsort((strand, maps.start, maps.contig, maps.edits, read)))
