@@ -1,0 +1,65 @@
+"""Simulated reads with a known truth, for sensitivity tests and benchmarks (CONVENTIONS.md model).
+
+Uniform start positions over N-free windows of a real genome, half of the reads on each strand;
+substitutions at 1 % per base; 10 % of the reads carry one indel of 1-2 bases (half of them insertions);
+qualities 'I'. Read i is named `sim<i>|<contig>:<1-based start>:<strand>:<edits>`, where start is the
+leftmost reference base of the fragment and edits the number of simulated edits (the true edit distance
+can be lower). Deterministic for a seed (benchmarks use seed 11).
+"""
+import numpy as np
+
+from mapper.alphabet import BASES, CODE_N, COMPLEMENT
+
+SUBSTITUTION_RATE = 0.01
+INDEL_READS = 0.10
+
+
+def _valid_starts(reference, span):
+    """Global starts of N-free windows of `span` bases inside one contig."""
+    codes = reference.codes
+    n_before = np.concatenate([[0], np.cumsum(codes == CODE_N)])
+    starts = np.arange(len(codes) - span + 1)
+    ok = n_before[starts + span] == n_before[starts]
+    contig = np.searchsorted(reference.starts, starts, side="right") - 1
+    return starts[ok & (starts + span <= reference.ends[contig])]
+
+
+def simulate(reference, n, length, seed=11):
+    """List of (name, sequence) for n reads of `length` bases."""
+    rng = np.random.default_rng(seed)
+    candidates = _valid_starts(reference, length + 2)
+    starts = rng.choice(candidates, size=n)
+    reverse = rng.random(n) < 0.5
+    indel = np.where(rng.random(n) < INDEL_READS, rng.integers(1, 3, size=n), 0)
+    insertion = rng.random(n) < 0.5
+    out = []
+    for i in range(n):  # simulation is not a hot path; one read at a time keeps the model obvious
+        k = int(indel[i])
+        span = length - k if (k and insertion[i]) else length + k
+        fragment = reference.codes[starts[i]:starts[i] + span].copy()
+        subs = rng.random(span) < SUBSTITUTION_RATE
+        fragment[subs] = (fragment[subs] + rng.integers(1, 4, size=int(subs.sum()))) % 4
+        if k:
+            at = int(rng.integers(1, span - k))
+            if insertion[i]:
+                fragment = np.concatenate([fragment[:at], rng.integers(0, 4, size=k).astype(np.uint8), fragment[at:]])
+            else:
+                fragment = np.concatenate([fragment[:at], fragment[at + k:]])
+        if reverse[i]:
+            fragment = COMPLEMENT[fragment[::-1]]
+        contig = int(np.searchsorted(reference.starts, starts[i], side="right") - 1)
+        pos = int(starts[i] - reference.starts[contig]) + 1
+        name = f"sim{i}|{reference.names[contig]}:{pos}:{'-' if reverse[i] else '+'}:{int(subs.sum()) + k}"
+        out.append((name, "".join(BASES[c] for c in fragment)))
+    return out
+
+
+def parse_truth(name):
+    """(contig, 1-based start, strand '+'/'-', edits) from a simulated read's name."""
+    contig, pos, strand, edits = name.split("|", 1)[1].rsplit(":", 3)
+    return contig, int(pos), strand, int(edits)
+
+
+def write_fastq(reads, handle):
+    for name, seq in reads:
+        handle.write(f"@{name}\n{seq}\n+\n{'I' * len(seq)}\n")

@@ -1,0 +1,82 @@
+"""Shared fixtures: the real data in ../shared/data, in-process CLI runs, indexes built once per session.
+
+Oracle tools (edlib, samtools) are hard requirements: a missing one fails the test, never skips it.
+"""
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from mapper.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared" / "data"
+GENOMES = SHARED / "genomes"
+READS = SHARED / "reads"
+
+MEASLES = GENOMES / "measles_virus_Edmonston_K01711.1.fa.gz"
+SHIGELLA = GENOMES / "shigella_dysenteriae_ATCC13313_GCF_002949675.1.fna.gz"
+CHR22Q = GENOMES / "human_chr22_fragment_freebayes_q.fa.gz"
+HONEYBEE = GENOMES / "honeybee_viruses_DWV_NC_004830.2_VDV1_NC_006494.1.fa.gz"
+LAMBDA = GENOMES / "lambda_phage_NC_001416.1.fa.gz"
+ECOLI = GENOMES / "ecoli_K12_MG1655_NC_000913.2.fa.gz"
+
+
+def pytest_collection_modifyitems(config, items):
+    """`gpu` tests run only where pycuda and a GPU are present (and must pass there)."""
+    from mapper.backends.base import cuda_available
+    if cuda_available():
+        return
+    skip = pytest.mark.skip(reason="no CUDA GPU / pycuda here")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def shared():
+    if not SHARED.is_dir():
+        pytest.fail(f"shared data not found at {SHARED}")
+    return SHARED
+
+
+def need_tool(name):
+    path = shutil.which(name)
+    if path is None:
+        pytest.fail(f"oracle tool {name} is not installed (make test installs it from Debian)")
+    return path
+
+
+@pytest.fixture
+def gkmap(capsys):
+    """Run `gkmap ARGS` in-process; returns (exit code, stderr)."""
+    def run(*args):
+        code = main([str(a) for a in args])
+        return code, capsys.readouterr().err
+    return run
+
+
+@pytest.fixture(scope="session")
+def index_dir(tmp_path_factory, shared):
+    """Index folder of a shared genome, built once per session (never beside ../shared)."""
+    built = {}
+
+    def get(genome):
+        if genome not in built:
+            folder = tmp_path_factory.mktemp("idx") / "ref.gkx"
+            assert main(["index", "--quiet", "--index", str(folder), str(genome)]) == 0
+            built[genome] = folder
+        return built[genome]
+    return get
+
+
+@pytest.fixture(scope="session")
+def na12878_fastq(tmp_path_factory, shared):
+    """The NA12878 chr22 reads as FASTQ (samtools fastq of the shared BAM)."""
+    samtools = need_tool("samtools")
+    out = tmp_path_factory.mktemp("na12878") / "reads.fq"
+    with open(out, "w") as f:
+        subprocess.run([samtools, "fastq", str(READS / "human_NA12878_chr22_tiny_HiSeqX.bam")],
+                       stdout=f, stderr=subprocess.DEVNULL, check=True)
+    return out
