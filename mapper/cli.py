@@ -16,6 +16,7 @@ from mapper.errors import GkmapError
 COMMANDS = {
     "index": "mapper.commands.index",
     "map": "mapper.commands.map",
+    "kmers": "mapper.kmers.command",
 }
 
 log = logging.getLogger("gkmap")

@@ -1,0 +1,43 @@
+"""The second phase: merge sorted runs bin by bin into one table (out of core: one bin in memory at a time).
+
+In : runs, each holding sorted distinct keys with counts and answering `read_bin(b)` -> (keys uint64
+     [C, n], counts uint64 [n]): the runs spilled to the temporary folder (store.KmerTable) and the last
+     run still in memory (`MemoryRun`)
+Out: bin by bin, the union of the runs' bins with the counts of equal keys added and the k-mers below
+     min_count left out, written to a store.TableWriter.
+
+A bin present in one run only is copied as it is; otherwise its slices are concatenated and re-sorted
+with their counts as weights (count.sort_count), which is the multiway merge.
+"""
+import numpy as np
+
+from mapper.kmers.binning import bin_bits, bin_bounds
+
+
+class MemoryRun:
+    """A sorted run held in memory, cut into bins by `binning.bin_bounds`."""
+
+    def __init__(self, keys, counts, k):
+        self.keys, self.counts = keys, counts
+        self.bounds = bin_bounds(keys, k)
+
+    def read_bin(self, b):
+        lo, hi = self.bounds[b], self.bounds[b + 1]
+        return self.keys[:, lo:hi], self.counts[lo:hi]
+
+
+def merge_runs(runs, writer, k, sort_count, min_count=1):
+    """Write the merge of `runs` to `writer`, bin by bin; sort_count is the backend's (count.py)."""
+    for b in range(2 ** bin_bits(k)):
+        parts = [part for part in (run.read_bin(b) for run in runs) if len(part[1])]
+        if not parts:
+            continue
+        if len(parts) == 1:
+            keys, counts = parts[0]
+        else:
+            keys, counts = sort_count(np.concatenate([p[0] for p in parts], axis=1),
+                                      np.concatenate([p[1] for p in parts]))
+        if min_count > 1:
+            keep = counts >= np.uint64(min_count)
+            keys, counts = keys[:, keep], counts[keep]
+        writer.write_bin(b, keys, counts)

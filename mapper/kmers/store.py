@@ -1,0 +1,182 @@
+"""The k-mer table file: sorted distinct k-mers and their counts, compressed per bin; written and read back.
+
+The same format holds the final output of `gkmap kmers count` and the sorted runs it spills to its
+temporary folder. All integers are little-endian.
+
+    header (64 bytes)
+      magic      8 bytes  b"GKMERTAB"
+      version    u32      1
+      k          u32      1..256
+      flags      u32      bit 0: canonical (each k-mer is min(k-mer, reverse complement))
+      bin_bits   u32      the table has 2^bin_bits bins (binning.py)
+      min_count  u64      k-mers counted fewer times were left out (1: none were)
+      distinct   u64      number of k-mers in the table
+      total      u64      sum of their counts
+      (zero padding to 64 bytes)
+    bin table: 2^bin_bits entries of 40 bytes, in bin order
+      offset       u64    where the bin's data starts, from the start of the file
+      n            u64    number of k-mers in the bin
+      count_bytes  u64    length of its counts stream (a multiple of 8)
+      key_bytes    u64    length of its k-mer stream
+      crc32        u32    zlib.crc32 of the bin's data (both streams)
+      (4 bytes zero padding)
+    data: for each non-empty bin, its counts (Simple-8b words of count - 1) then its k-mers (VLQ,
+      channel-wise deltas), codec.py. Bin b holds the k-mers whose top bin_bits bits are b, sorted, so
+      the bins in order list the whole table in lexicographic k-mer order.
+"""
+import contextlib
+import os
+import struct
+import tempfile
+import zlib
+
+import numpy as np
+
+from mapper.errors import InputError
+from mapper.kmers import codec
+from mapper.kmers.binning import bin_bits
+from mapper.kmers.encode import MAX_K, KmerLayout
+
+MAGIC = b"GKMERTAB"
+VERSION = 1
+HEADER = struct.Struct("<8sIIIIQQQ16x")
+ENTRY = struct.Struct("<QQQQI4x")
+CANONICAL = 1
+
+
+@contextlib.contextmanager
+def atomic_output(path):
+    """Yield a temporary path beside `path`; on success it replaces `path`, on error it is removed, so a
+    crash never leaves a half-written file under the final name."""
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+class TableWriter:
+    """Writes a table bin by bin, in increasing bin order; `close()` fills in the header and bin table."""
+
+    def __init__(self, path, k, canonical, min_count=1):
+        self.path = path
+        self.k, self.canonical, self.min_count = k, canonical, min_count
+        self.entries = [(0, 0, 0, 0, 0)] * 2 ** bin_bits(k)
+        self.distinct = self.total = 0
+        self.next_bin = 0
+        self.file = open(path, "wb")
+        self.file.seek(HEADER.size + ENTRY.size * len(self.entries))
+
+    def write_bin(self, b, keys, counts):
+        """Store bin b: keys uint64 [C, n] sorted and distinct, counts uint64 [n]."""
+        if b < self.next_bin:
+            raise ValueError(f"bin {b} written after bin {self.next_bin - 1}")
+        self.next_bin = b + 1
+        if not len(counts):
+            return
+        count_data = codec.encode_counts(counts).astype("<u8").tobytes()
+        key_data = codec.encode_keys(keys).tobytes()
+        crc = zlib.crc32(key_data, zlib.crc32(count_data))
+        self.entries[b] = (self.file.tell(), len(counts), len(count_data), len(key_data), crc)
+        self.file.write(count_data)
+        self.file.write(key_data)
+        self.distinct += len(counts)
+        self.total += int(counts.sum(dtype=np.uint64))
+
+    def close(self):
+        self.file.seek(0)
+        flags = CANONICAL if self.canonical else 0
+        self.file.write(HEADER.pack(MAGIC, VERSION, self.k, flags, bin_bits(self.k), self.min_count,
+                                    self.distinct, self.total))
+        self.file.write(b"".join(ENTRY.pack(*entry) for entry in self.entries))
+        self.file.close()
+
+    def abort(self):
+        self.file.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, value, traceback):
+        self.close() if kind is None else self.abort()
+
+
+class KmerTable:
+    """A table opened for reading: `layout`, `canonical`, `min_count`, `distinct`, `total`, and its bins."""
+
+    def __init__(self, path):
+        self.path = path
+        try:
+            self.file = open(path, "rb")
+        except FileNotFoundError:
+            raise InputError(path, "no such file") from None
+        try:
+            self._read_header()
+        except BaseException:
+            self.file.close()
+            raise
+
+    def _fail(self, message):
+        raise InputError(self.path, message)
+
+    def _read_header(self):
+        raw = self.file.read(HEADER.size)
+        if len(raw) < HEADER.size or raw[:8] != MAGIC:
+            self._fail("not a gkmap k-mer table (made by `gkmap kmers count`)")
+        _, version, k, flags, bits, self.min_count, self.distinct, self.total = HEADER.unpack(raw)
+        if version != VERSION:
+            self._fail(f"k-mer table format version {version}, this gkmap reads version {VERSION}")
+        if not 1 <= k <= MAX_K or bits != bin_bits(k):
+            self._fail(f"corrupt header (k={k}, bin_bits={bits})")
+        self.layout = KmerLayout(k)
+        self.canonical = bool(flags & CANONICAL)
+        raw = self.file.read(ENTRY.size * 2 ** bits)
+        if len(raw) < ENTRY.size * 2 ** bits:
+            self._fail("truncated file (bin table)")
+        self.entries = list(ENTRY.iter_unpack(raw))
+        if sum(entry[1] for entry in self.entries) != self.distinct:
+            self._fail("corrupt bin table (k-mer counts do not add up)")
+
+    @property
+    def k(self):
+        return self.layout.k
+
+    @property
+    def bins(self):
+        return len(self.entries)
+
+    def read_bin(self, b):
+        """(keys uint64 [C, n] sorted, counts uint64 [n]) of bin b."""
+        offset, n, count_bytes, key_bytes, crc = self.entries[b]
+        if n == 0:
+            return np.empty((self.layout.channels, 0), dtype=np.uint64), np.empty(0, dtype=np.uint64)
+        self.file.seek(offset)
+        data = self.file.read(count_bytes + key_bytes)
+        if len(data) != count_bytes + key_bytes or zlib.crc32(data) != crc or count_bytes % 8:
+            self._fail(f"bin {b} is truncated or corrupt (checksum mismatch)")
+        try:
+            counts = codec.decode_counts(np.frombuffer(data, dtype="<u8", count=count_bytes // 8), n)
+            keys = codec.decode_keys(np.frombuffer(data, dtype=np.uint8, offset=count_bytes),
+                                     self.layout.channels, n)
+        except codec.CodecError as e:
+            self._fail(f"bin {b}: {e}")
+        return keys, counts
+
+    def __iter__(self):
+        """(keys, counts) of every non-empty bin, in order."""
+        for b, entry in enumerate(self.entries):
+            if entry[1]:
+                yield self.read_bin(b)
+
+    def close(self):
+        self.file.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

@@ -1,0 +1,89 @@
+"""Reading a k-mer table back: text dump, jellyfish-compatible histogram, and lookups.
+
+dump:  one `KMER<TAB>COUNT` line per k-mer, in lexicographic order (bin by bin), built as one byte
+       matrix per slice of k-mers (no per-line Python formatting).
+histo: the lines of `jellyfish histo [-l LOW] [-h HIGH] [-i INC] [-f]`, `LABEL COUNT`: bucket i counts
+       the k-mers whose count c has base + i INC <= c < base + (i + 1) INC, with base = LOW - INC when
+       LOW > INC and 0 otherwise; counts below base go to the first bucket and counts >= HIGH + INC to
+       the last (there are (HIGH + 2 INC - base) // INC buckets). Empty buckets are left out unless
+       `full`. This is jellyfish 2.3's behaviour, checked against it in the tests.
+query: the count of each k-mer (0 when absent), canonicalised first when the table is canonical.
+"""
+import numpy as np
+
+from mapper.kmers.binning import bin_of
+from mapper.kmers.encode import canonical_keys, keys_from_strings, keys_to_codes
+
+ASCII_BASES = np.frombuffer(b"ACGT", dtype=np.uint8)
+DUMP_SLICE = 1 << 16
+POWERS_OF_TEN = 10 ** np.arange(20, dtype=np.uint64)
+
+
+def _digits(counts):
+    """(uint8 [n, W] ASCII digits right-aligned, int64 [n] number of digits) of counts uint64 [n]."""
+    ndigits = 1 + (counts[:, None] >= POWERS_OF_TEN[1:]).sum(axis=1)
+    width = int(ndigits.max(initial=1))
+    digits = (counts[:, None] // POWERS_OF_TEN[width - 1::-1]) % np.uint64(10)
+    return digits.astype(np.uint8) + ord("0"), ndigits
+
+
+def dump_lines(keys, counts, layout):
+    """bytes: the `KMER<TAB>COUNT\\n` lines of keys uint64 [C, n] and counts uint64 [n]."""
+    k = layout.k
+    digits, ndigits = _digits(counts)
+    width = digits.shape[1]
+    lines = np.empty((len(counts), k + width + 2), dtype=np.uint8)
+    lines[:, :k] = ASCII_BASES[keys_to_codes(keys, layout)]
+    lines[:, k] = ord("\t")
+    lines[:, k + 1:k + 1 + width] = digits
+    lines[:, -1] = ord("\n")
+    keep = np.ones(lines.shape, dtype=bool)
+    keep[:, k + 1:k + 1 + width] = np.arange(width) >= (width - ndigits)[:, None]
+    return lines[keep].tobytes()
+
+
+def dump(table, out, min_count=1):
+    """Write every k-mer of `table` with count >= min_count to the binary stream `out`."""
+    for keys, counts in table:
+        if min_count > 1:
+            keep = counts >= np.uint64(min_count)
+            keys, counts = keys[:, keep], counts[keep]
+        for lo in range(0, len(counts), DUMP_SLICE):
+            out.write(dump_lines(keys[:, lo:lo + DUMP_SLICE], counts[lo:lo + DUMP_SLICE], table.layout))
+
+
+def histogram_lines(table, low=1, high=10000, increment=1, full=False):
+    """str: `jellyfish histo` output for `table` (see the module docstring); needs high >= low."""
+    base = low - increment if low > increment else 0
+    buckets = (high + 2 * increment - base) // increment
+    histogram = np.zeros(buckets, dtype=np.int64)
+    for _, counts in table:
+        counts = counts.astype(np.int64)
+        index = np.where(counts < base, 0, np.minimum((counts - base) // increment, buckets - 1))
+        histogram += np.bincount(index, minlength=buckets)
+    shown = np.arange(buckets) if full else np.flatnonzero(histogram)
+    return "".join(f"{base + i * increment} {histogram[i]}\n" for i in shown)
+
+
+def _sortable(keys):
+    """keys uint64 [C, n] -> void [n] whose byte order (big-endian words) is the lexicographic order."""
+    return np.ascontiguousarray(keys.T).byteswap().view(f"V{8 * keys.shape[0]}").ravel()
+
+
+def query(table, kmers):
+    """uint64 [len(kmers)]: the count of each k-mer string (0 when absent); ValueError for a bad one."""
+    keys = keys_from_strings(kmers, table.layout)
+    if table.canonical:
+        keys = canonical_keys(keys, table.layout)
+    found = np.zeros(len(kmers), dtype=np.uint64)
+    bins = bin_of(keys, table.k)
+    for b in np.unique(bins):
+        wanted = np.flatnonzero(bins == b)
+        bin_keys, counts = table.read_bin(int(b))
+        if not len(counts):
+            continue
+        haystack, needles = _sortable(bin_keys), _sortable(keys[:, wanted])
+        at = np.minimum(np.searchsorted(haystack, needles), len(counts) - 1)
+        hit = haystack[at] == needles
+        found[wanted[hit]] = counts[at[hit]]
+    return found
