@@ -29,7 +29,7 @@ import numpy as np
 from mapper import __version__
 from mapper.alphabet import CODE_N
 from mapper.errors import IndexFormatError, UsageError
-from mapper.reference import Reference, file_checksum, read_fasta
+from mapper.reference import Reference, file_checksum, read_fasta, require_readable
 
 MAGIC = "gkmap-index"
 FORMAT_VERSION = 1
@@ -128,6 +128,7 @@ def default_index_dir(ref_path):
 def build_index(ref_path, ws=DEFAULT_WS, index_dir=None):
     """Read the FASTA, build the index, write it atomically (temp folder + rename); return it loaded."""
     check_ws(ws)
+    require_readable(ref_path)
     folder = Path(index_dir) if index_dir else default_index_dir(ref_path)
     folder.parent.mkdir(parents=True, exist_ok=True)
     tmp = folder.with_name(f".{folder.name}.tmp-{os.getpid()}")
@@ -201,6 +202,7 @@ def load_index(ref_path, index_dir=None, checksum=None):
 
 def open_index(ref_path, ws=None, index_dir=None):
     """The index `map` uses: load it, or build it when the folder has none (like minimap2)."""
+    require_readable(ref_path)
     folder = Path(index_dir) if index_dir else default_index_dir(ref_path)
     if not (folder / "meta.json").exists():
         log.info("no index in %s: building it", folder)

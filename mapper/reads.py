@@ -20,6 +20,7 @@ import numpy as np
 
 from mapper.alphabet import ENCODE
 from mapper.errors import InputError
+from mapper.reference import require_readable
 
 BATCH_SIZE = 100_000
 
@@ -42,13 +43,6 @@ class ReadBatch:
     def codes(self):
         """uint8 [T]: the concatenated sequences as 2-bit codes (4 = N)."""
         return ENCODE[self.seq]
-
-
-def _check_readable(path):
-    if not os.path.isfile(path):
-        raise InputError(path, "no such file")
-    if not os.access(path, os.R_OK):
-        raise InputError(path, "cannot read the file (permission denied)")
 
 
 def _format_error(path, error, is_fastq):
@@ -75,7 +69,7 @@ def _to_batch(records, first, path, fastq):
 def read_batches(path, batch_size=BATCH_SIZE):
     """Yield `ReadBatch`es from a FASTQ/FASTA file. Raises InputError for a bad or empty file."""
     path = os.fspath(path)
-    _check_readable(path)
+    require_readable(path)
     fastq = None
     first = 0
     try:

@@ -63,6 +63,14 @@ class Reference:
         return cls(list(names), starts, lengths, codes)
 
 
+def require_readable(path):
+    """Raise InputError unless `path` is a readable file (checked before any work starts)."""
+    if not os.path.isfile(path):
+        raise InputError(path, "no such file")
+    if not os.access(path, os.R_OK):
+        raise InputError(path, "cannot read the file (permission denied)")
+
+
 def file_checksum(path):
     """BLAKE2b of the file's bytes: identifies the reference an index was built from."""
     digest = hashlib.blake2b(digest_size=16)
@@ -105,10 +113,7 @@ def _read_compressed(path):
 def read_fasta(path, fai_path):
     """Read a FASTA file into a `Reference`. `fai_path` is where pyfaidx may write its index (plain FASTA)."""
     path = os.fspath(path)
-    if not os.path.isfile(path):
-        raise InputError(path, "no such file")
-    if not os.access(path, os.R_OK):
-        raise InputError(path, "cannot read the file (permission denied)")
+    require_readable(path)
     records = _read_compressed(path) if _is_compressed(path) else _read_plain(path, fai_path)
     names, chunks = [], []
     for name, sequence in records:

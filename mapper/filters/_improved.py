@@ -1,0 +1,114 @@
+"""Improved GateKeeper: GateKeeper's shifted match masks, counted soundly, vectorised across pairs with numpy.
+
+Input : reads   uint8 [n, L]  codes 0..3, 4 = N
+        windows uint8 [n, W]  codes 0..3, 4 = N (reference N or padding)
+        ends    "global": W == L, the whole read against the whole window (a pairs file's equal-length pairs,
+                          judged by the global edit distance); "infix": the read anywhere in the window
+                          (semi-global, the mapper's windows and edlib's HW mode)
+Output: accept bool [n], estimate int16 [n]: the fewest edits on accept (0..e), -1 on reject
+
+Why not GateKeeper's count: amend + AND + nibble count is neither a lower bound nor monotone, so it can reject
+a true mapping, and shifting in 'A's invents matches at the ends. What stays is GateKeeper's front end: one
+match mask per diagonal d (text position minus read position), F_d[p] = 1 when read[p] == window[p + d] and
+neither is N, built from two bit planes per string (XOR, fold) with the real flanking window bases. What
+replaces the count is a walk through those masks that is exact:
+
+    R_k[d] = the columns p such that read[0, p) aligns, ending on diagonal d, with k edits.
+    R_0[d]  = extend_d({0}) for every start diagonal
+    R_k[d]  = extend_d( R_{k-1}[d] << 1          substitution: one column, same diagonal
+                      | R_{k-1}[d+1] << 1        insertion:    one column, diagonal - 1
+                      | R_{k-1}[d-1]             deletion:     no column,  diagonal + 1
+                      | R_{k-1}[d] )             nothing new: R only grows with k
+    extend_d(S) = every column reached from S along a run of matches on d
+                = S | (((F_d & S) + F_d) ^ F_d)  (column k at bit k: a start bit inside a run of 1s in F_d
+                                                  carries to the end of the run and sets the bit after it)
+
+The estimate is the least k with column L reached on an end diagonal: the banded edit distance, a lower bound
+of the true one (exact within the band, which holds every alignment of <= e edits; the walk may substitute
+outside the window, which only lowers it). Pruning: level k keeps only diagonals that can still be reached
+from a start and still reach an end within e edits.
+"""
+import numpy as np
+
+from mapper.filters import _bitvec
+
+CHUNK = 1 << 14  # pairs per numpy pass: keeps the [words, diagonals, pairs] arrays in cache
+
+
+def band(L, W, e, ends):
+    """(start, end) diagonal ranges, inclusive, and lo(k), hi(k): the diagonals level k keeps."""
+    if ends == "global":
+        return (0, 0), (0, 0), (lambda k: -min(k, e - k)), (lambda k: min(k, e - k))
+    # infix: the read starts at window offset 0..W-L+e (later starts need more than e insertions) and ends
+    # at W at the latest; every edit moves the diagonal by at most one.
+    return (0, W - L + e), (-e, W - L), (lambda k: -k), (lambda k: W - L + e - k)
+
+
+def improved(reads, windows, e, ends):
+    """Decision and estimate of every pair (module docstring)."""
+    n, L = reads.shape
+    W = windows.shape[1]
+    if ends == "global" and W != L:
+        raise ValueError(f"global ends need equal lengths, not {L} and {W}")
+    accept = np.zeros(n, dtype=bool)
+    estimate = np.full(n, -1, dtype=np.int16)
+    for lo in range(0, n, CHUNK):
+        hi = min(n, lo + CHUNK)
+        accept[lo:hi], estimate[lo:hi] = _improved_chunk(reads[lo:hi], windows[lo:hi], e, ends)
+    return accept, estimate
+
+
+def _planes(codes, nwords, offset=0):
+    """[nwords, 3, n] uint64 column bitsets (column k at bit k + offset): high bit, low bit, not-N."""
+    n, m = codes.shape
+    bits = np.zeros((3, n, offset + m), dtype=np.uint8)
+    bits[0, :, offset:] = codes >> 1
+    bits[1, :, offset:] = codes & 1
+    bits[2, :, offset:] = codes < 4
+    return np.stack([_bitvec.pack_rows(b, nwords, np.uint64, msb_first=False) for b in bits], axis=1)
+
+
+def match_masks(reads, windows, diagonals):
+    """F [nwords, len(diagonals), n] uint64: F[:, j][p] = 1 when reads[p] == windows[p + diagonals[j]], neither
+    N (columns 0..L-1; a window position outside 0..W-1 never matches)."""
+    n, L = reads.shape
+    W = windows.shape[1]
+    nw = -(-(L + 1) // 64)  # column L is the end state of the walk
+    pad = max(0, -diagonals[0])
+    read = _planes(reads, nw)
+    text = _planes(windows, max(nw, -(-(pad + W) // 64)), offset=pad)
+    F = np.empty((nw, len(diagonals), n), dtype=np.uint64)
+    for j, d in enumerate(diagonals):
+        t = _bitvec.shift_down(text, d + pad)[:nw]
+        F[:, j] = ~((read[:, 0] ^ t[:, 0]) | (read[:, 1] ^ t[:, 1])) & read[:, 2] & t[:, 2]
+    return F
+
+
+def _improved_chunk(reads, windows, e, ends):
+    n, L = reads.shape
+    W = windows.shape[1]
+    (s0, s1), (e0, e1), lo, hi = band(L, W, e, ends)
+    dmin, dmax = min(lo(k) for k in range(e + 1)), max(hi(k) for k in range(e + 1))
+    F = match_masks(reads, windows, list(range(dmin, dmax + 1)))
+    nw = len(F)
+    word, bit = divmod(L, 64)
+    # R[:, 1 + d - dmin] is R_k[d]; one empty diagonal on each side keeps d - 1 and d + 1 in range
+    R = np.zeros((nw, dmax - dmin + 3, n), dtype=np.uint64)
+    R[0, 1 + s0 - dmin:2 + s1 - dmin] = 1
+    estimate = np.full(n, -1, dtype=np.int16)
+    for k in range(e + 1):
+        a, b = 1 + lo(k) - dmin, 2 + hi(k) - dmin
+        if k == 0:
+            seeds = R[:, a:b]
+        else:
+            seeds = _bitvec.shift_up(R[:, a:b] | R[:, a + 1:b + 1], 1) | R[:, a - 1:b - 1] | R[:, a:b]
+        f = F[:, a - 1:b - 1]
+        R = np.zeros_like(R)
+        R[:, a:b] = seeds | (_bitvec.add(f & seeds, f) ^ f)
+        ea, eb = max(a, 1 + e0 - dmin), min(b, 2 + e1 - dmin)
+        if ea < eb:
+            done = ((R[word, ea:eb] >> np.uint64(bit)) & np.uint64(1)).any(axis=0)
+            estimate[(estimate < 0) & done] = k
+            if (estimate >= 0).all():
+                break
+    return estimate >= 0, estimate

@@ -1,0 +1,81 @@
+"""The k-mer index against a slow, obvious twin: every (key, position) of every ws-mer that lies inside
+one contig and has no N, and nothing else; the same index from plain and gzip FASTA."""
+import gzip
+import os
+
+import numpy as np
+import pytest
+
+from conftest import HONEYBEE
+from mapper.index import build_index, load_index
+from mapper.reference import read_fasta
+from oracle import load_genome
+
+
+def brute_force(genome, ws):
+    """{(key, global position)} by string slicing, one k-mer at a time."""
+    value = {"A": 0, "C": 1, "G": 2, "T": 3}
+    expected, offset = set(), 0
+    for seq in genome.values():
+        for p in range(len(seq) - ws + 1):
+            kmer = seq[p:p + ws]
+            if all(c in value for c in kmer):
+                key = 0
+                for c in kmer:
+                    key = key * 4 + value[c]
+                expected.add((key, offset + p))
+        offset += len(seq)
+    return expected
+
+
+def as_pairs(index):
+    sizes = np.diff(index.offsets.astype(np.int64))
+    keys = np.repeat(np.arange(len(sizes)), sizes)
+    return set(zip(keys.tolist(), index.positions.tolist()))
+
+
+@pytest.fixture
+def tricky_fasta(tmp_path):
+    """Two contigs, lower case, an N run, IUPAC letters, a contig shorter than ws."""
+    path = tmp_path / "tricky.fa"
+    path.write_text(">one desc\nACGTacgtNNNNNACGTTGCAAGCTAGCTAGGRACGTTTGA\nCCAGTACGATCGAT\n"
+                    ">two\nTTGACCAGTTAGGCATTACG\n>tiny\nACGT\n")
+    return path
+
+
+@pytest.mark.parametrize("ws", [10, 12])
+def test_index_equals_brute_force(tmp_path, tricky_fasta, ws):
+    index = build_index(tricky_fasta, ws, tmp_path / "idx")
+    assert as_pairs(index) == brute_force(load_genome(tricky_fasta), ws)
+    assert index.reference.names == ["one", "two", "tiny"]
+
+
+def test_real_two_contig_genome(tmp_path):
+    index = build_index(HONEYBEE, 12, tmp_path / "idx")
+    assert as_pairs(index) == brute_force(load_genome(HONEYBEE), 12)
+    # positions sorted within each bucket
+    pos = index.positions.astype(np.int64)
+    bucket = np.repeat(np.arange(4**12), np.diff(index.offsets.astype(np.int64)))
+    assert np.all((np.diff(pos) > 0) | (np.diff(bucket) > 0))
+
+
+def test_reload_and_formats_agree(tmp_path, tricky_fasta):
+    gz = tmp_path / "tricky.fa.gz"
+    gz.write_bytes(gzip.compress(tricky_fasta.read_bytes()))
+    a = build_index(tricky_fasta, 11, tmp_path / "a")
+    b = build_index(gz, 11, tmp_path / "b")
+    loaded = load_index(tricky_fasta, tmp_path / "a")
+    for x, y in ((a, b), (a, loaded)):
+        assert np.array_equal(x.offsets, y.offsets) and np.array_equal(x.positions, y.positions)
+        assert np.array_equal(x.reference.codes, y.reference.codes)
+    assert sorted(os.listdir(tmp_path)) == ["a", "b", "tricky.fa", "tricky.fa.gz"], "wrote beside the input"
+
+
+def test_reference_codes_and_contigs(tmp_path, tricky_fasta):
+    ref = read_fasta(tricky_fasta, tmp_path / "x.fai")
+    genome = load_genome(tricky_fasta)
+    text = "".join(genome.values())
+    assert "".join("ACGTN"[c] for c in ref.codes) == "".join(c if c in "ACGT" else "N" for c in text)
+    assert ref.lengths.tolist() == [55, 20, 4]
+    contig, offset = ref.locate(np.array([0, 54, 55, 75]))
+    assert contig.tolist() == [0, 0, 1, 2] and offset.tolist() == [0, 54, 0, 0]
