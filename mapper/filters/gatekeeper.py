@@ -66,7 +66,8 @@ class CpuGateKeeper:
         return self.improved(ENCODE[reads], ENCODE[windows], e, ends)
 
     def faithful_ascii(self, shifted, fixed, e):
-        return self.faithful(*encode_faithful(shifted, fixed), e)
+        shifted, fixed, undefined = encode_faithful(shifted, fixed)
+        return self.faithful(shifted, fixed, e, undefined)
 
 
 def encode_faithful(shifted, fixed):
@@ -151,7 +152,8 @@ def filter_pairs(pairs, e, mode="improved", device="cpu", encoding="host", gk=No
             else:
                 out = gk.improved_ascii(second, first, e, ends)
         elif encoding == "host":
-            out = gk.faithful(*encode_faithful(first, second), e)
+            shifted, fixed, undefined = encode_faithful(first, second)
+            out = gk.faithful(shifted, fixed, e, undefined)
         else:
             out = gk.faithful_ascii(first, second, e)
         accept[rows], estimate[rows] = out
