@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mapper.alphabet import ENCODE
+from mapper.alphabet import ENCODE, READ_ASCII
 from mapper.filters.pairs import read_pairs
 from mapper.filters.truth import edit_distances
 
@@ -82,3 +82,8 @@ def adversarial(rng, n, L, W, e):
     reads[both_n, col] = 4
     windows[both_n, np.minimum(col, W - 1)] = 4
     return reads, windows
+
+
+def pairs_text(first, second):
+    """Codes [n, l1] and [n, l2] -> the bytes of a pairs file (N spelled N)."""
+    return b"".join(READ_ASCII[a].tobytes() + b"\t" + READ_ASCII[b].tobytes() + b"\n" for a, b in zip(first, second))
