@@ -16,6 +16,7 @@ from mapper.errors import GkmapError
 COMMANDS = {
     "index": "mapper.commands.index",
     "map": "mapper.commands.map",
+    "filter": "mapper.filters.command",
     "kmers": "mapper.kmers.command",
 }
 
