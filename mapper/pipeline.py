@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from tqdm import tqdm
 
-from mapper.align import cigar_md
+from mapper.align import describe
 from mapper.alphabet import CODE_N
 from mapper.backends import get_backend
 from mapper.errors import UsageError
@@ -134,13 +134,7 @@ def map_batch(batch, index, backend, filt, faithful, opts, counters):
         if opts.max_records:
             keep &= np.arange(len(read)) - group_start < opts.max_records
         loci, read, strand = loci.take(keep), read[keep], strand[keep]
-    cigars, mds, nms = [], [], []
-    for row, s, t in zip(loci.row.tolist(), loci.start.tolist(), loci.end.tolist()):
-        first = rows.start[row]
-        cigar, md, nm = cigar_md(rows.codes[first:first + rows.length[row]], reference.codes[s:t])
-        cigars.append(cigar)
-        mds.append(md)
-        nms.append(nm)
+    cigars, mds, nms = describe(rows, loci, reference)
     counters.reads += len(batch)
     counters.mapped += int((nh > 0).sum())
     counters.unmapped += int((nh == 0).sum())
