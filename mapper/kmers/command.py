@@ -4,7 +4,7 @@
                       [--tmp DIR] -o OUT INPUT...
     gkmap kmers dump [-o FILE] OUT          KMER<TAB>COUNT lines, sorted
     gkmap kmers histo [-l LOW] [--high HIGH] [-i INC] [-f] OUT     as `jellyfish histo`
-    gkmap kmers query OUT KMER...           KMER<TAB>COUNT per k-mer asked (0 when absent)
+    gkmap kmers query OUT KMER...           KMER<TAB>COUNT per k-mer asked (0 when absent), as jellyfish
 
 The table format is in mapper/kmers/store.py and docs/kmers.md.
 """
@@ -111,10 +111,11 @@ def _histo(args):
 def _query(args):
     with KmerTable(args.table) as table:
         try:
-            counts = text.query(table, args.kmers)
+            keys, counts = text.query(table, args.kmers)
         except ValueError as e:
             raise UsageError(f"query: {e}") from None
-    sys.stdout.write("".join(f"{kmer}\t{count}\n" for kmer, count in zip(args.kmers, counts.tolist())))
+        sys.stdout.buffer.write(text.dump_lines(keys, counts, table.layout))
+    sys.stdout.flush()
     return 0
 
 

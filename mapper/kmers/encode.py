@@ -77,8 +77,10 @@ def _channels_at(codes, layout, starts):
     """uint64 [C, len(starts)]: the channels of the k-mers of `codes` starting at `starts`."""
     codes64 = (codes & 3).astype(np.uint64)
     keys = np.empty((layout.channels, len(starts)), dtype=np.uint64)
-    full = _window_values(codes64, BASES_PER_WORD) if layout.channels > 1 else None
-    last = full if layout.last_bases == BASES_PER_WORD else _window_values(codes64, layout.last_bases)
+    last = _window_values(codes64, layout.last_bases)
+    full = last
+    if layout.channels > 1 and layout.last_bases < BASES_PER_WORD:
+        full = _window_values(codes64, BASES_PER_WORD)
     for c in range(layout.channels):
         windows = last if c == layout.channels - 1 else full
         np.take(windows, starts + BASES_PER_WORD * c, out=keys[c])

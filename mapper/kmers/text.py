@@ -7,7 +7,8 @@ histo: the lines of `jellyfish histo [-l LOW] [-h HIGH] [-i INC] [-f]`, `LABEL C
        LOW > INC and 0 otherwise; counts below base go to the first bucket and counts >= HIGH + INC to
        the last (there are (HIGH + 2 INC - base) // INC buckets). Empty buckets are left out unless
        `full`. This is jellyfish 2.3's behaviour, checked against it in the tests.
-query: the count of each k-mer (0 when absent), canonicalised first when the table is canonical.
+query: `KMER<TAB>COUNT` per k-mer asked (0 when absent), the k-mer upper-cased and, in a canonical
+       table, canonicalised, as `jellyfish query` prints it.
 """
 import numpy as np
 
@@ -71,7 +72,8 @@ def _sortable(keys):
 
 
 def query(table, kmers):
-    """uint64 [len(kmers)]: the count of each k-mer string (0 when absent); ValueError for a bad one."""
+    """(keys uint64 [C, n], counts uint64 [n]): each k-mer string as stored (canonical in a canonical
+    table) and its count, 0 when absent; ValueError for a string that is not a k-mer of the table's k."""
     keys = keys_from_strings(kmers, table.layout)
     if table.canonical:
         keys = canonical_keys(keys, table.layout)
@@ -86,4 +88,4 @@ def query(table, kmers):
         at = np.minimum(np.searchsorted(haystack, needles), len(counts) - 1)
         hit = haystack[at] == needles
         found[wanted[hit]] = counts[at[hit]]
-    return found
+    return keys, found

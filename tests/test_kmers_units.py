@@ -1,0 +1,130 @@
+"""The vectorised pieces of `gkmap kmers` against slow, obviously correct twins, on random inputs with a
+fixed seed: k-mer extraction and canonical form, sort + RLE, VLQ, Simple-8b, key deltas, dump lines."""
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from mapper.alphabet import ENCODE
+from mapper.kmers import codec
+from mapper.kmers.count import sort_count
+from mapper.kmers.encode import KmerLayout, extract, keys_from_strings, keys_to_codes
+from mapper.kmers.text import dump_lines
+
+RC = str.maketrans("ACGT", "TGCA")
+
+
+def slow_kmers(text, k, canonical):
+    """Every k-mer of ACGT letters only, by slicing strings (either case counts, anything else breaks)."""
+    text = text.upper()
+    found = []
+    for p in range(len(text) - k + 1):
+        kmer = text[p:p + k]
+        if set(kmer) <= set("ACGT"):
+            found.append(min(kmer, kmer.translate(RC)[::-1]) if canonical else kmer)
+    return found
+
+
+def as_strings(keys, layout):
+    return ["".join("ACGT"[c] for c in row) for row in keys_to_codes(keys, layout)]
+
+
+@pytest.mark.parametrize("k", [1, 3, 31, 32, 33, 64, 65, 96, 97, 256])
+@pytest.mark.parametrize("canonical", [False, True])
+def test_extract_matches_string_slicing(k, canonical):
+    rng = np.random.default_rng(k)
+    text = "".join(rng.choice(list("ACGTACGTACGTacgtNR"), 3000))
+    layout = KmerLayout(k)
+    keys = extract(ENCODE[np.frombuffer(text.encode(), dtype=np.uint8)], layout, canonical)
+    assert as_strings(keys, layout) == slow_kmers(text, k, canonical)
+    assert (keys_from_strings(as_strings(keys, layout), layout) == keys).all()
+
+
+@pytest.mark.parametrize("channels", [1, 2, 3])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_sort_count_matches_counter(channels, weighted):
+    rng = np.random.default_rng(channels)
+    keys = rng.integers(0, 6, (channels, 5000)).astype(np.uint64) << np.uint64(61)
+    keys |= rng.integers(0, 3, (channels, 5000)).astype(np.uint64)  # few distinct keys, many repeats
+    weights = rng.integers(1, 1000, 5000).astype(np.uint64) if weighted else None
+    expected = Counter()
+    for i, key in enumerate(map(tuple, keys.T.tolist())):
+        expected[key] += 1 if weights is None else int(weights[i])
+    distinct, counts = sort_count(keys, weights)
+    assert list(map(tuple, distinct.T.tolist())) == sorted(expected)
+    assert counts.tolist() == [expected[key] for key in sorted(expected)]
+
+
+def slow_vlq(values):
+    out = bytearray()
+    for v in values:
+        while True:
+            out.append((v & 0x7F) | (0x80 if v >= 0x80 else 0))
+            v >>= 7
+            if not v:
+                break
+    return bytes(out)
+
+
+def random_uint64(rng, n):
+    """Values of every bit length, 0 and 2^64 - 1 included."""
+    values = rng.integers(0, 2 ** 64 - 1, n, dtype=np.uint64, endpoint=True)
+    values >>= rng.integers(0, 64, n).astype(np.uint64)
+    return np.concatenate([values, np.array([0, 2 ** 64 - 1, 127, 128], dtype=np.uint64)])
+
+
+def test_vlq_matches_byte_by_byte_encoder():
+    values = random_uint64(np.random.default_rng(1), 3000)
+    data = codec.vlq_encode(values)
+    assert data.tobytes() == slow_vlq(values.tolist())
+    assert (codec.vlq_decode(data, len(values)) == values).all()
+    with pytest.raises(codec.CodecError):
+        codec.vlq_decode(data[:-1], len(values))
+
+
+def slow_simple8b(values):
+    """The greedy Simple-8b packer: each word takes as many values as the widest selector that fits."""
+    words, i = [], 0
+    while i < len(values):
+        for s in range(16):
+            n, bits = int(codec.S8B_N[s]), int(codec.S8B_BITS[s])
+            chunk = values[i:i + n]
+            if len(chunk) == n and all(v < (1 << bits) for v in chunk) or s == 15:
+                words.append(s << 60 | sum(v << (j * bits) for j, v in enumerate(chunk)))
+                i += len(chunk)
+                break
+    return np.array(words, dtype=np.uint64)
+
+
+@pytest.mark.parametrize("n", [0, 1, 59, 60, 61, 250, 4000])
+def test_simple8b_round_trips_and_reads_a_greedy_packer(n):
+    rng = np.random.default_rng(n)
+    values = np.where(rng.random(n) < 0.9, 0, rng.integers(0, 2 ** 60, n, dtype=np.uint64)
+                      >> rng.integers(0, 60, n).astype(np.uint64)).astype(np.uint64)
+    values[n // 4:n // 4 + 370] = 0  # runs for the 240- and 120-zero selectors
+    assert (codec.simple8b_decode(codec.simple8b_encode(values), n) == values).all()
+    assert (codec.simple8b_decode(slow_simple8b(values.tolist()), n) == values).all()
+    counts = values + np.uint64(1)
+    assert (codec.decode_counts(codec.encode_counts(counts), n) == counts).all()
+
+
+@pytest.mark.parametrize("channels", [1, 2, 4])
+def test_key_deltas_round_trip(channels):
+    rng = np.random.default_rng(channels)
+    # few values per channel: long runs of equal prefixes, the case the segmented prefix sum handles
+    keys = random_uint64(rng, 3000)[rng.integers(0, 40, (channels, 3000))]
+    keys = sort_count(keys)[0]
+    assert (codec.decode_keys(codec.encode_keys(keys), channels, keys.shape[1]) == keys).all()
+
+
+def test_dump_lines_match_string_formatting():
+    rng = np.random.default_rng(4)
+    layout = KmerLayout(37)
+    keys = sort_count(rng.integers(0, 2 ** 63, (2, 500), dtype=np.uint64) >> np.uint64(1))[0]
+    keys[1] &= np.uint64(4 ** 5 - 1)
+    counts = rng.integers(1, 10 ** 19, keys.shape[1], dtype=np.uint64)
+    counts >>= rng.integers(0, 64, keys.shape[1]).astype(np.uint64)
+    counts[:3] = [1, 9, 10]
+    counts = np.maximum(counts, np.uint64(1))
+    expected = "".join(f"{s}\t{c}\n" for s, c in zip(as_strings(keys, layout), counts.tolist()))
+    assert dump_lines(keys, counts, layout).decode() == expected
