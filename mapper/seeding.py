@@ -181,6 +181,8 @@ def seed(rows, index):
     keep = missing <= rows.e[row]
     row, contig, diag = row[keep], contig[keep], diag[keep]
     stats.adjacent = len(row)
+    if not len(row):
+        return Candidates(), stats
 
     # 5. bands of width e+1 within chains of diagonals that are <= e apart
     e_row = rows.e[row]

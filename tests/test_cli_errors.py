@@ -205,3 +205,11 @@ def test_read_only_reference_folder_uses_cache(gkmap, tmp_path, monkeypatch):
         assert list((tmp_path / "cache" / "gkmap").glob("*/meta.json"))
     finally:
         folder.chmod(0o755)
+
+
+def test_short_and_empty_reads_come_out_unmapped(mapped):
+    code, err, out = mapped("@short\nACGT\n+\nIIII\n@empty\n\n+\n\n" + GOOD)
+    assert code == 0, err
+    _, recs = read_sam(out)
+    assert [(r["qname"], r["flag"], r["seq"]) for r in recs[:2]] == [("short", 4, "ACGT"), ("empty", 4, "*")]
+    assert recs[2]["qname"] == "r1"
