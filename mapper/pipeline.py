@@ -43,7 +43,7 @@ class Counters:
     filtered_out: int = 0
     verified: int = 0
     seeding: SeedStats = field(default_factory=SeedStats)
-    backend: str = ""
+    stages: str = ""            # where each stage ran, e.g. "seed: cpu, filter: cuda, verify: cuda"
     seconds: float = 0.0
 
     def summary(self):
@@ -52,7 +52,7 @@ class Counters:
         return (f"{self.reads} reads: {self.mapped} mapped ({self.loci} loci, {self.records} SAM records), "
                 f"{self.unmapped} unmapped; {s.bands} candidate windows ({s.hits} seed hits, {s.diagonals} "
                 f"diagonals, {s.adjacent} after the adjacency filter), {self.filtered_out} filtered out, "
-                f"{self.verified} verified; {self.seconds:.2f} s, {rate:,.0f} reads/s ({self.backend})")
+                f"{self.verified} verified; {self.seconds:.2f} s, {rate:,.0f} reads/s ({self.stages})")
 
 
 def per_read_e(batch, fixed_e, reads_path):
@@ -151,7 +151,8 @@ def map_reads(opts):
     index = open_index(opts.reference, opts.ws, opts.index_dir)
     backend = get_backend(opts.device)
     filt, faithful = make_filter(opts.filter, backend.name)
-    counters = Counters(backend=backend.name)
+    devices = dict(backend.devices, filter=backend.name if filt else "none")
+    counters = Counters(stages=", ".join(f"{stage}: {devices[stage]}" for stage in ("seed", "filter", "verify")))
     progress = tqdm(unit=" reads", unit_scale=True, desc="mapping", file=sys.stderr,
                     disable=opts.quiet or not sys.stderr.isatty())
     with atomic_output(opts.output) as sam, atomic_output(opts.unmapped) if opts.unmapped else _no_file() as unmapped:

@@ -2,8 +2,11 @@
 
 Input : `StrandRows`, `Candidates` (surviving the filter), the `Reference`.
 Output: `Mappings` (row, contig, start, end, edits): every end position in each window where the whole
-        read aligns semi-globally (free reference ends) with the window's fewest edits, if <= e; global
-        coordinates, end exclusive. edlib (HW mode, k = e) computes it; N never matches (alphabet.py).
+        read aligns semi-globally (free reference ends) with the window's fewest edits d, if d <= e, each with
+        the *leftmost* start of an alignment of cost d ending there; global coordinates, end exclusive.
+        edlib (HW mode, k = e, task "locations") computes exactly this (its start is found by a reverse
+        prefix alignment taking the farthest position, checked against brute force in the tests); N never
+        matches (alphabet.py). Every backend must return this same set, so the SAM is the same.
 
 `select_loci` then applies CONVENTIONS.md: mappings of one read on one strand of one contig whose ends lie
 within e of each other are one locus, reported once as its mapping with the fewest edits, then the

@@ -2,6 +2,7 @@
 
 Oracle tools (edlib, samtools) are hard requirements: a missing one fails the test, never skips it.
 """
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -11,7 +12,8 @@ import pytest
 from mapper.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared" / "data"
+# ../shared/data beside the checkout; GKMAP_SHARED_DATA points elsewhere (the GPU machine gets a copy).
+SHARED = Path(os.environ.get("GKMAP_SHARED_DATA") or ROOT.parent / "shared" / "data")
 GENOMES = SHARED / "genomes"
 READS = SHARED / "reads"
 

@@ -13,6 +13,11 @@ from mapper.errors import UsageError
 class Backend(abc.ABC):
     name = "?"
 
+    @property
+    def devices(self):
+        """Where each stage runs ({"seed": "cpu", "verify": "cuda"}, ...): printed in the run summary."""
+        return {"seed": self.name, "verify": self.name}
+
     @abc.abstractmethod
     def seed(self, rows, index):
         """StrandRows, KmerIndex -> (seeding.Candidates, seeding.SeedStats)."""

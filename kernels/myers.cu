@@ -1,0 +1,180 @@
+/* myers.cu: verification of candidate windows on the GPU, one thread per window.
+ *
+ * What it computes (the contract of mapper/verify.py, identical to edlib HW mode with k = e, task
+ * "locations"): for the read R (length L) and its window T (length W),
+ *   d      = min over end columns j of D[L][j], the semi-global edit distance (free start and end in T),
+ *            or -1 when d > e;
+ *   ends   = every column j (0-based, inclusive) with D[L][j] == d, in increasing order;
+ *   starts = for each end, the leftmost s such that the global distance NW(R, T[s..end]) == d.
+ * N never matches: a read N sets no bit of any Peq mask, a reference N (code CODE_N) has Eq = 0.
+ *
+ * Algorithm: Myers' bit-vector edit distance (J. ACM 46(3), 1999) in the block form of Hyyrö (2003):
+ * the column of D is held as vertical delta vectors Pv (+1) and Mv (-1), one bit per read row, in
+ * ceil(L/64) 64-bit words; a reference base advances one column. Per word, with Eq = Peq[base]:
+ *     Xv = Eq | Mv
+ *     Xh = (((Eq & Pv) + Pv) ^ Pv) | Eq          (Eq also gets bit 0 set when the carry-in hin is -1)
+ *     Ph = Mv | ~(Xh | Pv),  Mh = Pv & Xh        horizontal deltas +1 / -1
+ *     hout = top bit of Ph - top bit of Mh       carried into the next word as its hin
+ *     Ph = Ph << 1 | (hin == +1),  Mh = Mh << 1 | (hin == -1)
+ *     Pv = Mh | ~(Xv | Ph),  Mv = Ph & Xv
+ * The score of the last row moves by (Ph - Mh) at bit (L-1) of the last word, read before the shift.
+ * Boundaries: the first column D[i][0] = i (Pv all ones, score L). The top row is free in the forward,
+ * semi-global pass (hin = 0 into word 0) and costs one per column in the reverse prefix pass (hin = +1).
+ *
+ * Starts: for each end, a second pass aligns the reversed read against the window read backwards from
+ * that end (prefix mode, anchored at the end); the largest column whose last-row score equals d gives
+ * the leftmost start. That is exactly how edlib finds its start locations.
+ *
+ * In : genome      uint8  [G]   codes 0..3, CODE_N; resident for the whole run
+ *      reads       uint8  [R]   the batch's strand rows, concatenated codes
+ *      read_start  int64  [n]   first base of each window's read in `reads`; read_len int32 [n]
+ *      max_e       int32  [n]   e of each window's read
+ *      win_start   int64  [n]   first genome base of each window; win_len int32 [n]
+ * Out: best       int32  [n]   d, or -1
+ *      n_ends     int32  [n]   number of optimal ends (may exceed MAX_ENDS: the host then redoes it)
+ *      ends, starts int32 [MAX_ENDS * n], word-major (ends[k * n + i]), relative to the window start
+ * JIT constants (-D): MAX_WORDS = ceil(longest read / 64), MAX_ENDS, CODE_N.
+ */
+#include "common.cuh"
+
+#ifndef MAX_WORDS
+#define MAX_WORDS 4
+#endif
+#ifndef MAX_ENDS
+#define MAX_ENDS 8
+#endif
+typedef unsigned long long u64;
+
+/* One column step of the block algorithm over nw words (the loop bound is a compile-time constant so
+ * that the register arrays stay in registers). Returns the last row's score change. */
+__device__ __forceinline__ int advance(u64 (&Pv)[MAX_WORDS], u64 (&Mv)[MAX_WORDS],
+                                       const u64 (&pA)[MAX_WORDS], const u64 (&pC)[MAX_WORDS],
+                                       const u64 (&pG)[MAX_WORDS], const u64 (&pT)[MAX_WORDS],
+                                       uint8_t base, int nw, int last_bit, int top_hin)
+{
+    int hin = top_hin;
+    int delta = 0;
+#pragma unroll
+    for (int w = 0; w < MAX_WORDS; ++w) {
+        if (w < nw) {
+            u64 Eq = base == CODE_A ? pA[w] : base == CODE_C ? pC[w] : base == CODE_G ? pG[w] : base == CODE_T ? pT[w] : 0ull;
+            const u64 hin_neg = hin < 0 ? 1ull : 0ull;
+            const u64 Xv = Eq | Mv[w];
+            Eq |= hin_neg;
+            const u64 Xh = (((Eq & Pv[w]) + Pv[w]) ^ Pv[w]) | Eq;
+            u64 Ph = Mv[w] | ~(Xh | Pv[w]);
+            u64 Mh = Pv[w] & Xh;
+            if (w == nw - 1)
+                delta = (int)((Ph >> last_bit) & 1ull) - (int)((Mh >> last_bit) & 1ull);
+            const int hout = (int)(Ph >> 63) - (int)(Mh >> 63);
+            Ph = (Ph << 1) | (hin > 0 ? 1ull : 0ull);
+            Mh = (Mh << 1) | hin_neg;
+            Pv[w] = Mh | ~(Xv | Ph);
+            Mv[w] = Ph & Xv;
+            hin = hout;
+        }
+    }
+    return delta;
+}
+
+/* Peq masks of the read, forward (reverse = 0) or reversed (reverse = 1): bit i of word i/64 of pX is
+ * set when read base i (of the possibly reversed read) is X. */
+__device__ __forceinline__ void build_peq(const uint8_t *read, int len, int reverse,
+                                          u64 (&pA)[MAX_WORDS], u64 (&pC)[MAX_WORDS],
+                                          u64 (&pG)[MAX_WORDS], u64 (&pT)[MAX_WORDS])
+{
+#pragma unroll
+    for (int w = 0; w < MAX_WORDS; ++w) {
+        u64 a = 0, c = 0, g = 0, t = 0;
+        for (int b = 0; b < 64; ++b) {
+            const int i = w * 64 + b;
+            if (i >= len)
+                break;
+            const uint8_t base = read[reverse ? len - 1 - i : i];
+            const u64 bit = 1ull << b;
+            a |= base == CODE_A ? bit : 0ull;
+            c |= base == CODE_C ? bit : 0ull;
+            g |= base == CODE_G ? bit : 0ull;
+            t |= base == CODE_T ? bit : 0ull;
+        }
+        pA[w] = a; pC[w] = c; pG[w] = g; pT[w] = t;
+    }
+}
+
+__device__ __forceinline__ void reset(u64 (&Pv)[MAX_WORDS], u64 (&Mv)[MAX_WORDS])
+{
+#pragma unroll
+    for (int w = 0; w < MAX_WORDS; ++w) {
+        Pv[w] = ~0ull;
+        Mv[w] = 0ull;
+    }
+}
+
+extern "C" __global__ void verify_windows(
+    const uint8_t *__restrict__ genome, const uint8_t *__restrict__ reads,
+    const long long *__restrict__ read_start, const int *__restrict__ read_len,
+    const int *__restrict__ max_e, const long long *__restrict__ win_start,
+    const int *__restrict__ win_len, const int n,
+    int *__restrict__ best_out, int *__restrict__ n_ends_out,
+    int *__restrict__ ends_out, int *__restrict__ starts_out)
+{
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n)
+        return;
+    const int L = read_len[i];
+    const int W = win_len[i];
+    const int e = max_e[i];
+    const int nw = (L + 63) / 64;
+    const int last_bit = (L - 1) & 63;
+    const uint8_t *read = reads + read_start[i];
+    const uint8_t *win = genome + win_start[i];
+
+    u64 pA[MAX_WORDS], pC[MAX_WORDS], pG[MAX_WORDS], pT[MAX_WORDS], Pv[MAX_WORDS], Mv[MAX_WORDS];
+
+    /* Forward, semi-global pass: the best last-row score and the columns where it occurs. */
+    build_peq(read, L, 0, pA, pC, pG, pT);
+    reset(Pv, Mv);
+    int score = L, best = e + 1, count = 0;
+    int ends[MAX_ENDS];
+    for (int j = 0; j < W; ++j) {
+        score += advance(Pv, Mv, pA, pC, pG, pT, win[j], nw, last_bit, 0);
+        if (score < best) {
+            best = score;
+            count = 0;
+        }
+        if (score == best) {
+#pragma unroll
+            for (int k = 0; k < MAX_ENDS; ++k)
+                if (k == count)
+                    ends[k] = j;
+            ++count;
+        }
+    }
+    if (best > e) {
+        best_out[i] = -1;
+        n_ends_out[i] = 0;
+        return;
+    }
+    best_out[i] = best;
+    n_ends_out[i] = count;
+
+    /* Reverse prefix passes: the leftmost start of a cost-`best` alignment ending at each end. An
+     * alignment of L read bases with `best` edits spans at most L + best reference bases. */
+    build_peq(read, L, 1, pA, pC, pG, pT);
+#pragma unroll
+    for (int k = 0; k < MAX_ENDS; ++k) {
+        if (k < count) {
+            const int end = ends[k];
+            reset(Pv, Mv);
+            int s = L, farthest = 0;
+            const int span = min(end + 1, L + best);
+            for (int j = 1; j <= span; ++j) {
+                s += advance(Pv, Mv, pA, pC, pG, pT, win[end - (j - 1)], nw, last_bit, 1);
+                if (s == best)
+                    farthest = j;
+            }
+            ends_out[k * n + i] = end;
+            starts_out[k * n + i] = end - farthest + 1;
+        }
+    }
+}
