@@ -41,15 +41,16 @@ def vlq_encode(values):
     nbytes = np.ones(len(values), dtype=np.int64)
     for j in range(1, 10):
         nbytes += values >= np.uint64(1 << (7 * j))
-    ends = np.cumsum(nbytes)
-    out = np.empty(int(ends[-1]) if len(ends) else 0, dtype=np.uint8)
-    starts = ends - nbytes
-    for j in range(int(nbytes.max(initial=0))):
-        idx = np.flatnonzero(nbytes > j)
-        group = (values[idx] >> np.uint64(7 * j)) & np.uint64(0x7F)
-        more = (nbytes[idx] > j + 1).astype(np.uint64) << np.uint64(7)
-        out[starts[idx] + j] = group | more
-    return out
+    # one row of `width` bytes per value, all with the high bit set but the last of each value; then
+    # keep the first nbytes of each row (boolean indexing reads row-major, which is stream order)
+    width = int(nbytes.max(initial=0))
+    rows = np.empty((len(values), width), dtype=np.uint8)
+    rest = values.copy()
+    for j in range(width):
+        np.bitwise_or(rest.astype(np.uint8), np.uint8(0x80), out=rows[:, j])
+        rest >>= np.uint64(7)
+    rows[np.arange(len(values)), nbytes - 1] &= np.uint8(0x7F)
+    return rows[np.arange(width) < nbytes[:, None]]
 
 
 def vlq_decode(data, count):

@@ -97,6 +97,12 @@ def lexicographic_less(a, b):
     return less
 
 
+def _lexicographic_min(a, b):
+    if a.shape[0] == 1:
+        return np.minimum(a, b)
+    return np.where(lexicographic_less(b, a), b, a)
+
+
 def extract(codes, layout, canonical):
     """Every N-free k-mer of `codes` (uint8, 4 = N) as keys uint64 [C, m], in order of position."""
     k = layout.k
@@ -110,8 +116,7 @@ def extract(codes, layout, canonical):
     if canonical:
         # The reverse complement of the k-mer at p is the k-mer at n - k - p of the reverse complement.
         rc = _channels_at(COMPLEMENT[codes[::-1]], layout, (n - k) - starts)
-        use_rc = lexicographic_less(rc, keys)
-        keys[:, use_rc] = rc[:, use_rc]
+        keys = _lexicographic_min(keys, rc)
     return keys
 
 
@@ -120,22 +125,25 @@ def keys_from_strings(kmers, layout):
     for kmer in kmers:
         if len(kmer) != layout.k or not set(kmer.upper()) <= set(BASES):
             raise ValueError(f"{kmer!r} is not a k-mer of {layout.k} bases A, C, G, T")
-    if not kmers:
-        return np.empty((layout.channels, 0), dtype=np.uint64)
     codes = ENCODE[np.frombuffer("".join(kmers).encode("ascii"), dtype=np.uint8)]
-    return _channels_at(codes, layout, np.arange(0, len(codes), layout.k))
+    return keys_from_codes(codes.reshape(len(kmers), layout.k), layout)
+
+
+def keys_from_codes(codes, layout):
+    """keys uint64 [C, n] of the k-mers in the rows of codes uint8 [n, k] (0..3)."""
+    if not codes.size:
+        return np.empty((layout.channels, len(codes)), dtype=np.uint64)
+    return _channels_at(codes.reshape(-1), layout, np.arange(0, codes.size, layout.k))
 
 
 def reverse_complement_keys(keys, layout):
     """keys uint64 [C, n] -> the keys of the reverse complements (used by `canonical_keys`)."""
-    codes = COMPLEMENT[keys_to_codes(keys, layout)[:, ::-1]]
-    return _channels_at(codes.reshape(-1), layout, np.arange(0, codes.size, layout.k))
+    return keys_from_codes(COMPLEMENT[keys_to_codes(keys, layout)[:, ::-1]], layout)
 
 
 def canonical_keys(keys, layout):
     """min(key, reverse complement) per column, as `extract(..., canonical=True)` gives."""
-    rc = reverse_complement_keys(keys, layout)
-    return np.where(lexicographic_less(rc, keys), rc, keys)
+    return _lexicographic_min(keys, reverse_complement_keys(keys, layout))
 
 
 def keys_to_codes(keys, layout):

@@ -51,8 +51,11 @@ def atomic_output(path):
     folder = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
     os.close(fd)
+    umask = os.umask(0)
+    os.umask(umask)
     try:
         yield tmp
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp made it private; give it a normal file's mode
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
