@@ -80,3 +80,22 @@ def test_n_never_matches():
     accept, estimate = make_filter("improved", "cpu")(reads, reads.copy(), 1)
     assert accept[0] and estimate[0] == 1
     assert not make_filter("improved", "cpu")(reads, reads.copy(), 0)[0][0]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n", [1, 7, 70001])
+@pytest.mark.parametrize("mode", ["improved", "faithful"])
+def test_cuda_equals_cpu_at_any_batch_size(n, mode):
+    """Batch sizes of one pair, an odd number and more than one grid of blocks; both encodings; reads with N."""
+    rng = np.random.default_rng(n)
+    L, e = 101, 6
+    reads, windows = adversarial(rng, min(n, 500), L, L, e)
+    reads, windows = np.resize(reads, (n, L)), np.resize(windows, (n, L))
+    flip = rng.random(n) < 0.3  # plus unrelated pairs, the filter's usual business
+    windows[flip] = rng.integers(0, 4, size=(flip.sum(), L))
+    pairs = parse_pairs(pairs_text(windows, reads), "x")
+    want = filter_pairs(pairs, e, mode=mode, device="cpu")
+    for encoding in ("host", "device"):
+        got = filter_pairs(pairs, e, mode=mode, device="cuda", encoding=encoding)
+        np.testing.assert_array_equal(got.accept, want.accept)
+        np.testing.assert_array_equal(got.estimate, want.estimate)

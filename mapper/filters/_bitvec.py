@@ -83,3 +83,21 @@ def low_bits(nbits, nwords, dtype):
     if rest:
         out[full] = (1 << rest) - 1
     return out
+
+
+def bit_mask(positions, nwords):
+    """uint64 [nwords]: the big number with the given bits set (column masks of the improved mode)."""
+    out = np.zeros(nwords, dtype=np.uint64)
+    for p in positions:
+        out[p // 64] |= np.uint64(1 << (p % 64))
+    return out
+
+
+_POPCOUNT16 = np.array([bin(v).count("1") for v in range(1 << 16)], dtype=np.uint8)
+
+
+def popcount(x):
+    """Set bits per pair of x [nwords, n] (any unsigned word type): int64 [n]."""
+    x = np.ascontiguousarray(x)
+    halves = x.view(np.uint16).reshape(len(x), x.shape[1], -1)
+    return _POPCOUNT16[halves].sum(axis=(0, 2), dtype=np.int64)

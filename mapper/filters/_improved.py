@@ -59,13 +59,17 @@ def improved(reads, windows, e, ends):
 
 
 def _planes(codes, nwords, offset=0):
-    """[nwords, 3, n] uint64 column bitsets (column k at bit k + offset): high bit, low bit, not-N."""
+    """[nwords, 3, n] uint64 column bitsets (column k at bit k + offset): high bit, low bit, not-N. The padding
+    is code 4 (N, 100 in binary): 0 in every plane, like an N."""
     n, m = codes.shape
-    bits = np.zeros((3, n, offset + m), dtype=np.uint8)
-    bits[0, :, offset:] = codes >> 1
-    bits[1, :, offset:] = codes & 1
-    bits[2, :, offset:] = codes < 4
-    return np.stack([_bitvec.pack_rows(b, nwords, np.uint64, msb_first=False) for b in bits], axis=1)
+    padded = np.full((n, nwords * 64), 4, dtype=np.uint8)
+    padded[:, offset:offset + m] = codes
+    bits = np.empty((3, n, nwords * 64), dtype=np.uint8)
+    np.bitwise_and(padded >> 1, 1, out=bits[0])
+    np.bitwise_and(padded, 1, out=bits[1])
+    np.less(padded, 4, out=bits[2], casting="unsafe")
+    packed = np.packbits(bits.reshape(-1), bitorder="little").view(np.dtype("<u8")).reshape(3, n, nwords)
+    return np.ascontiguousarray(packed.transpose(2, 0, 1), dtype=np.uint64)
 
 
 def match_masks(reads, windows, diagonals):
@@ -84,31 +88,79 @@ def match_masks(reads, windows, diagonals):
     return F
 
 
+def pieces(L, e):
+    """Stage 1's partition of the read columns: P = min(2(e + 1), L, 64) pieces, piece j = [jL/P, (j+1)L/P)
+    rounded down (the kernel uses the same bounds, one bit per piece); returns [b0 = 0, b1, ..., bP = L]."""
+    P = min(2 * (e + 1), L, 64)
+    return np.arange(P + 1, dtype=np.int64) * L // P
+
+
+def unmatched_pieces(F, L, e):
+    """Stage 1, a cheap lower bound: the number of pieces (of `pieces`) that match exactly on no diagonal.
+    An alignment's edits touch at most one piece each (a deletion counts for the piece after it), and an untouched
+    piece is an exact match on one diagonal of the band. Pieces are tested by carries: with only the even (or odd)
+    pieces' bits of F_d kept, adding 1 at each piece's first column carries to the column after it exactly when
+    the whole piece matches; that column belongs to the next piece, which is outside the kept bits, so the carry
+    stops there."""
+    nw = len(F)
+    bounds = pieces(L, e)
+    matched = np.zeros((nw, F.shape[2]), dtype=np.uint64)
+    for parity in (0, 1):
+        first, after = bounds[parity:-1:2], bounds[parity + 1::2]
+        inside = _bitvec.bit_mask([c for a, b in zip(first, after) for c in range(a, b)], nw)[:, None, None]
+        ones = np.broadcast_to(_bitvec.bit_mask(first, nw)[:, None, None], F.shape)
+        carried = _bitvec.add(F & inside, ones) & _bitvec.bit_mask(after, nw)[:, None, None]
+        matched |= np.bitwise_or.reduce(carried, axis=1)
+    every = _bitvec.bit_mask(bounds[1:], nw)[:, None]
+    return _bitvec.popcount(every & ~matched)
+
+
 def _improved_chunk(reads, windows, e, ends):
     n, L = reads.shape
     W = windows.shape[1]
-    (s0, s1), (e0, e1), lo, hi = band(L, W, e, ends)
-    dmin, dmax = min(lo(k) for k in range(e + 1)), max(hi(k) for k in range(e + 1))
+    band_ = band(L, W, e, ends)
+    lo, hi = band_[2], band_[3]
+    dmin = min(lo(k) for k in range(e + 1))
+    dmax = max(hi(k) for k in range(e + 1))
     F = match_masks(reads, windows, list(range(dmin, dmax + 1)))
-    nw = len(F)
+    estimate = np.full(n, -1, dtype=np.int16)
+    alive = np.flatnonzero(unmatched_pieces(F, L, e) <= e)
+    if len(alive):
+        estimate[alive] = walk(F if len(alive) == n else F[:, :, alive], L, e, dmin, band_)
+    return estimate >= 0, estimate
+
+
+def walk(F, L, e, dmin, band_):
+    """Stage 2, the exact walk of the module docstring through the masks F [nwords, diagonals from dmin, n]:
+    int16 [n], the fewest edits (<= e) that reach column L on an end diagonal, else -1. Pairs that reach it
+    leave the arrays once they are a quarter of those left (the walk costs per level and pair)."""
+    nw, _, n = F.shape
+    (s0, s1), (e0, e1), lo, hi = band_
     word, bit = divmod(L, 64)
     # R[:, 1 + d - dmin] is R_k[d]; one empty diagonal on each side keeps d - 1 and d + 1 in range
-    R = np.zeros((nw, dmax - dmin + 3, n), dtype=np.uint64)
+    R = np.zeros((nw, F.shape[1] + 2, n), dtype=np.uint64)
     R[0, 1 + s0 - dmin:2 + s1 - dmin] = 1
     estimate = np.full(n, -1, dtype=np.int16)
+    left = np.arange(n)  # pair index of each column of R and F
+    a_prev, b_prev = 1 + s0 - dmin, 2 + s1 - dmin
     for k in range(e + 1):
         a, b = 1 + lo(k) - dmin, 2 + hi(k) - dmin
-        if k == 0:
-            seeds = R[:, a:b]
-        else:
-            seeds = _bitvec.shift_up(R[:, a:b] | R[:, a + 1:b + 1], 1) | R[:, a - 1:b - 1] | R[:, a:b]
+        seeds = R[:, a:b]
+        if k:
+            seeds = _bitvec.shift_up(seeds | R[:, a + 1:b + 1], 1) | R[:, a - 1:b - 1] | seeds
         f = F[:, a - 1:b - 1]
-        R = np.zeros_like(R)
-        R[:, a:b] = seeds | (_bitvec.add(f & seeds, f) ^ f)
+        reached = seeds | (_bitvec.add(f & seeds, f) ^ f)
+        R[:, a_prev:a] = 0
+        R[:, b:b_prev] = 0
+        R[:, a:b] = reached
+        a_prev, b_prev = a, b
         ea, eb = max(a, 1 + e0 - dmin), min(b, 2 + e1 - dmin)
         if ea < eb:
             done = ((R[word, ea:eb] >> np.uint64(bit)) & np.uint64(1)).any(axis=0)
-            estimate[(estimate < 0) & done] = k
-            if (estimate >= 0).all():
+            estimate[left[done & (estimate[left] < 0)]] = k
+            if done.all():
                 break
-    return estimate >= 0, estimate
+            if 4 * done.sum() >= len(done):
+                keep = ~done
+                R, F, left = R[:, :, keep], F[:, :, keep], left[keep]
+    return estimate

@@ -1,0 +1,66 @@
+/* common.cuh: the 2-bit code and the bit helpers every gkmap kernel shares.
+ *
+ * The code values come from mapper/alphabet.py as -D constants (mapper/backends/cuda.py passes them), so numpy
+ * and CUDA cannot disagree; the defaults below only let `make ptx` compile a kernel on its own.
+ *
+ * Layout of 2-bit data (CONVENTIONS.md): 16 bases a uint32 word, base k of a sequence in bits 31-2(k%16) and
+ * 30-2(k%16) of word k/16 (first base in the two most significant bits), the last word zero-padded.
+ * N masks: 32 bases a uint32 word, base k at bit 31-(k%32) of word k/32 (1 = N, or any non-ACGT letter).
+ * Batches are word-major: word j of pair i at words[j * n + i], so consecutive threads read consecutive words.
+ */
+#ifndef GKMAP_COMMON_CUH
+#define GKMAP_COMMON_CUH
+
+#include <stdint.h>
+
+#ifndef CODE_A
+#define CODE_A 0
+#endif
+#ifndef CODE_C
+#define CODE_C 1
+#endif
+#ifndef CODE_G
+#define CODE_G 2
+#endif
+#ifndef CODE_T
+#define CODE_T 3
+#endif
+#ifndef CODE_N
+#define CODE_N 4
+#endif
+
+/* The 16 high (hi = 1) or low (hi = 0) code bits of a 2-bit word, as a 16-bit value with base 0 in bit 15:
+ * keep every other bit, then squeeze the kept bits together in four halving steps (bit 2i -> bit i). */
+__device__ __forceinline__ uint32_t code_bits16(uint32_t w, int hi)
+{
+    uint32_t x = (hi ? w >> 1 : w) & 0x55555555u;
+    x = (x | (x >> 1)) & 0x33333333u;
+    x = (x | (x >> 2)) & 0x0F0F0F0Fu;
+    x = (x | (x >> 4)) & 0x00FF00FFu;
+    x = (x | (x >> 8)) & 0x0000FFFFu;
+    return x;
+}
+
+/* One bit plane word j (32 bases, base 32j in bit 31) from 2-bit words 2j and 2j+1 of a word-major batch. */
+__device__ __forceinline__ uint32_t plane_word(const uint32_t *words2, int nwords2, int j, int n, int i, int hi)
+{
+    uint32_t upper = code_bits16(words2[(size_t)(2 * j) * n + i], hi);
+    uint32_t lower = 2 * j + 1 < nwords2 ? code_bits16(words2[(size_t)(2 * j + 1) * n + i], hi) : 0u;
+    return (upper << 16) | lower;
+}
+
+/* 2-bit code of one ASCII letter; lower case is a base unless lower_is_n (the published filter's rule). */
+__device__ __forceinline__ uint32_t encode_base(uint8_t c, int lower_is_n)
+{
+    if (!lower_is_n && c >= 'a' && c <= 'z')
+        c -= 'a' - 'A';
+    switch (c) {
+    case 'A': return CODE_A;
+    case 'C': return CODE_C;
+    case 'G': return CODE_G;
+    case 'T': return CODE_T;
+    default: return CODE_N;
+    }
+}
+
+#endif

@@ -1,0 +1,398 @@
+/* gatekeeper.cu: the GateKeeper pre-alignment filter, one thread per pair, and the ASCII encoder of the
+ * device-encoded path. The numpy twins are mapper/filters/_faithful.py and _improved.py; the cuda backend must
+ * give exactly their decisions and estimates (tests/test_filter_*.py run both).
+ *
+ * Paper: Bingöl et al., GateKeeper-GPU, IEEE TC 73(5), 2024; the project's spec ../shared/spec/gatekeeper-gpu.md.
+ *
+ * In (word-major, common.cuh): 2-bit words uint32[nwords2 * n] and, for the improved filter, N masks
+ *     uint32[nwordsN * n]; n pairs, every thread checks tid < n.
+ * Out: accept uint8[n] (1/0), estimate int16[n]: faithful 0..E on accept, -1 rejected, -2 undefined (a non-ACGT
+ *      letter, passed); improved the banded edit distance 0..E on accept, -1 rejected.
+ * JIT constants (-D, mapper/backends/cuda.py): READ_LEN, MAX_E, and for the improved filter WIN_LEN and
+ *      GLOBAL_ENDS (1: whole read against whole window, WIN_LEN == READ_LEN; 0: read anywhere in the window).
+ *      GK_KERNEL picks what one compilation holds (1 encoder, 2 faithful, 3 improved; default: all, for
+ *      `make ptx`), so that each (L, E) compiles only the kernel it runs.
+ *      Every loop below runs over compile-time bounds and is unrolled, so all per-pair arrays live in registers.
+ */
+#include "common.cuh"
+
+#ifndef READ_LEN
+#define READ_LEN 100
+#endif
+#ifndef MAX_E
+#define MAX_E 5
+#endif
+#ifndef WIN_LEN
+#define WIN_LEN READ_LEN
+#endif
+#ifndef GLOBAL_ENDS
+#define GLOBAL_ENDS 1
+#endif
+#ifndef GK_KERNEL
+#define GK_KERNEL 0
+#endif
+
+#if GK_KERNEL != 1
+constexpr int L = READ_LEN;
+constexpr int E = MAX_E;
+#endif
+
+__host__ __device__ constexpr int imin(int a, int b) { return a < b ? a : b; }
+__host__ __device__ constexpr int imax(int a, int b) { return a > b ? a : b; }
+
+#if GK_KERNEL == 0 || GK_KERNEL == 1
+/* ---------------------------------------------------------------------------------------------------------
+ * Encoder (device-encoded path). One thread per row of `len` ASCII letters, rows `stride` bytes apart (a multiple
+ * of 16, so a row is read 16 letters at a time). Writes the row's 2-bit words and N-mask words (layouts of
+ * common.cuh) and any_n[i] = 1 when the row holds a letter other than A, C, G, T (lower case counts as that
+ * letter unless lower_is_n: the published filter treats lower case as undefined).
+ */
+extern "C" __global__ void encode_rows(const uint8_t *ascii, int stride, int len, int n, int lower_is_n,
+                                       uint32_t *words2, uint32_t *nmask, uint8_t *any_n)
+{
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n)
+        return;
+    const uint4 *row = reinterpret_cast<const uint4 *>(ascii + (size_t)i * stride);
+    const int nwords2 = (len + 15) / 16;
+    uint32_t nword = 0, seen_n = 0;
+    for (int j = 0; j < nwords2; j++) {
+        const uint4 v = row[j];
+        uint32_t word = 0, nbits = 0;
+#pragma unroll
+        for (int b = 0; b < 16; b++) {
+            const uint32_t quad = b < 4 ? v.x : b < 8 ? v.y : b < 12 ? v.z : v.w;
+            const uint8_t c = (quad >> (8 * (b % 4))) & 0xFF;
+            const int inside = 16 * j + b < len;
+            const uint32_t code = inside ? encode_base(c, lower_is_n) : CODE_A;
+            word |= (code & 3u) << (30 - 2 * b);
+            nbits = (nbits << 1) | (uint32_t)(inside && code == CODE_N);
+        }
+        words2[(size_t)j * n + i] = word;
+        seen_n |= nbits;
+        if (j % 2 == 0) {
+            nword = nbits << 16;
+        } else {
+            nmask[(size_t)(j / 2) * n + i] = nword | nbits;
+        }
+    }
+    if (nwords2 % 2)
+        nmask[(size_t)(nwords2 / 2) * n + i] = nword;
+    any_n[i] = seen_n != 0;
+}
+#endif
+
+#if GK_KERNEL == 0 || GK_KERNEL == 2
+/* ---------------------------------------------------------------------------------------------------------
+ * Faithful mode: the published GateKeeper-GPU (spec sections 1-7), bit for bit.
+ * Planes: the high and the low code bit of each base, 32 bases a word, base k at bit 31-k%32 of word k/32 (the
+ * published 1-bit layout). XOR-and-fold of 2-bit words is (hi ^ hi') | (lo ^ lo'), and shifting the read by i bases
+ * shifts both planes by i bits, so the masks are built directly in the folded layout.
+ */
+constexpr int FW2 = (L + 15) / 16;  // 2-bit words (spec: W)
+constexpr int FA = (FW2 + 1) / 2;   // 1-bit words (spec: A)
+
+/* Planes x moved towards higher base index by s (towards the end), A shifted in: word w takes its bits from
+ * words w - s/32 and w - s/32 - 1 of the multi-word string. */
+__device__ __forceinline__ uint32_t toward_end(const uint32_t (&x)[FA], int s, int w)
+{
+    const int q = s / 32, r = s % 32;
+    const uint32_t a = w - q >= 0 ? x[w - q] : 0u;
+    const uint32_t b = w - q - 1 >= 0 ? x[w - q - 1] : 0u;
+    return r ? (a >> r) | (b << (32 - r)) : a;
+}
+
+/* Planes x moved towards lower base index by s, the zero padding (A) shifted in at the end. */
+__device__ __forceinline__ uint32_t toward_start(const uint32_t (&x)[FA], int s, int w)
+{
+    const int q = s / 32, r = s % 32;
+    const uint32_t a = w + q < FA ? x[w + q] : 0u;
+    const uint32_t b = w + q + 1 < FA ? x[w + q + 1] : 0u;
+    return r ? (a << r) | (b >> (32 - r)) : a;
+}
+
+/* Published amend (spec section 5), as whole-word expressions equal to its sequential loops:
+ * - in-word: the 4-bit LUT slid from bit 0 to bit 28 (0101->0111, 1001->1111, 1011->1111, 1101->1111) fills every
+ *   run of one or two 0s with a 1 on both sides, except a single 0 at bit 30 when bits 26..28 are all 0: the last
+ *   window (bit 28) sees bit 28 only after the earlier windows, which set it when bit 26 or 27 is 1;
+ * - the three cross-word rules (a) p2 & t31 -> p1 p0; (b) p1 & t30 -> t31 p0; (c) p0 & t29 -> t31 t30, in that
+ *   order, on the amended words p = word w-1 and t = word w. They read bits 2..0 of p and 31..29 of t and write
+ *   bits 1..0 of p and 31..30 of t, so no boundary reads what another writes: all are done from one snapshot. */
+__device__ __forceinline__ void amend(uint32_t (&m)[FA])
+{
+#pragma unroll
+    for (int w = 0; w < FA; w++) {
+        const uint32_t x = m[w], inv = ~x;
+        uint32_t single = inv & (x << 1) & (x >> 1);
+        const uint32_t seen28 = ((x >> 26) | (x >> 27) | (x >> 28)) & 1u;
+        single &= ~((seen28 ^ 1u) << 30);
+        const uint32_t pair = inv & (inv >> 1) & (x << 1) & (x >> 2);
+        m[w] = x | single | pair | (pair << 1);
+    }
+    uint32_t add_p[FA], add_t[FA];
+#pragma unroll
+    for (int w = 1; w < FA; w++) {
+        const uint32_t p = m[w - 1], t = m[w];
+        const uint32_t a = (p >> 2) & (t >> 31) & 1u;
+        const uint32_t p1 = ((p >> 1) & 1u) | a;
+        uint32_t p0 = (p & 1u) | a;
+        const uint32_t b = p1 & (t >> 30) & 1u;
+        p0 |= b;
+        const uint32_t c = p0 & (t >> 29) & 1u;
+        add_p[w - 1] = (p1 << 1) | p0;
+        add_t[w] = ((b | c) << 31) | (c << 30);
+    }
+#pragma unroll
+    for (int w = 1; w < FA; w++) {
+        m[w - 1] |= add_p[w - 1];
+        m[w] |= add_t[w];
+    }
+}
+
+/* Published count (spec section 7) of an aligned nibble, 2 bits per nibble value: 0000 -> 0;
+ * 0101 0110 1001 1010 1011 1101 -> 2; any other -> 1. */
+__host__ __device__ constexpr uint32_t nibble_table()
+{
+    uint32_t t = 0;
+    for (int v = 1; v < 16; v++) {
+        const bool two = v == 0x5 || v == 0x6 || v == 0x9 || v == 0xA || v == 0xB || v == 0xD;
+        t |= (two ? 2u : 1u) << (2 * v);
+    }
+    return t;
+}
+
+/* gatekeeper_faithful: Hamming early exit (popcount of the unshifted mask), else the 2E shifted masks (the
+ * column-1 string moved by 1..E bases either way, A shifted in; a right shift drops what leaves the 2-bit words),
+ * each amended and end-fixed, ANDed with the amended Hamming mask, then counted nibble by nibble. */
+extern "C" __global__ void gatekeeper_faithful(const uint32_t *shifted2, const uint32_t *fixed2,
+                                               const uint8_t *undefined1, const uint8_t *undefined2, int n,
+                                               uint8_t *accept, int16_t *estimate)
+{
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n)
+        return;
+    if (L <= 16 || undefined1[i] || undefined2[i]) {
+        accept[i] = 1;
+        estimate[i] = -2;
+        return;
+    }
+    uint32_t sh[FA], sl[FA], fh[FA], fl[FA], acc[FA];
+    int hamming = 0;
+#pragma unroll
+    for (int w = 0; w < FA; w++) {
+        sh[w] = plane_word(shifted2, FW2, w, n, i, 1);
+        sl[w] = plane_word(shifted2, FW2, w, n, i, 0);
+        fh[w] = plane_word(fixed2, FW2, w, n, i, 1);
+        fl[w] = plane_word(fixed2, FW2, w, n, i, 0);
+        acc[w] = (sh[w] ^ fh[w]) | (sl[w] ^ fl[w]);
+        hamming += __popc(acc[w]);
+    }
+    if (hamming <= E || E == 0) {
+        accept[i] = hamming <= E;
+        estimate[i] = hamming <= E ? hamming : -1;
+        return;
+    }
+    amend(acc);
+#pragma unroll
+    for (int s = 1; s <= E; s++) {
+        uint32_t del[FA], ins[FA];
+#pragma unroll
+        for (int w = 0; w < FA; w++) {
+            del[w] = (toward_end(sh, s, w) ^ fh[w]) | (toward_end(sl, s, w) ^ fl[w]);
+            ins[w] = (toward_start(sh, s, w) ^ fh[w]) | (toward_start(sl, s, w) ^ fl[w]);
+        }
+        if (FW2 % 2)
+            del[FA - 1] &= 0xFFFF0000u;  // with W odd the planes hold 16 positions past the 2-bit words
+        amend(del);
+        amend(ins);
+        del[0] |= 0x80000000u >> (s - 1);
+        ins[FA - 1] |= 1u << (s - 1);
+#pragma unroll
+        for (int w = 0; w < FA; w++)
+            acc[w] &= del[w] & ins[w];
+    }
+    constexpr uint32_t table = nibble_table();
+    int count = 0;
+#pragma unroll
+    for (int w = 0; w < FA; w++)
+#pragma unroll
+        for (int k = 0; k < 8; k++)
+            count += (table >> (2 * ((acc[w] >> (4 * k)) & 0xFu))) & 3u;
+    accept[i] = count <= E;
+    estimate[i] = count <= E ? count : -1;
+}
+#endif
+
+#if GK_KERNEL == 0 || GK_KERNEL == 3
+/* ---------------------------------------------------------------------------------------------------------
+ * Improved mode: GateKeeper's match masks over the real window, counted by an exact walk (the banded edit
+ * distance). Column k of the read at bit k%32 of word k/32 (least significant first, so that carries run along
+ * the read); F_d[p] = 1 when read[p] == window[p + d] and neither is N. R_k[d] = the columns p such that read[0, p)
+ * aligns ending on diagonal d with k edits:
+ *     R_0[d] = extend_d({0}) on the start diagonals,
+ *     R_k[d] = extend_d((R_{k-1}[d] | R_{k-1}[d+1]) << 1 | R_{k-1}[d-1] | R_{k-1}[d])
+ *              (substitution and insertion take one column, a deletion none),
+ *     extend_d(S) = S | (((F_d & S) + F_d) ^ F_d)   (a start bit inside a run of matches carries to its end).
+ * The estimate is the least k that reaches column L on an end diagonal. Level k keeps only the diagonals that can
+ * be reached from a start and can still reach an end within E edits.
+ * Stage 1 first: the read is cut into P = min(2(E+1), L, 64) pieces [jL/P, (j+1)L/P); each edit touches at most one
+ * piece and an untouched piece matches exactly on one diagonal, so more than E pieces matching on no diagonal
+ * means a reject without the walk (the walk would reject too: both stages give the same result as the walk alone).
+ */
+constexpr int WL = WIN_LEN;
+constexpr int NW = (L + 1 + 31) / 32;                          // column words, bit L included (the end state)
+constexpr int DMIN = GLOBAL_ENDS ? -(E / 2) : -E;
+constexpr int DMAX = GLOBAL_ENDS ? E / 2 : WL - L + E;
+constexpr int ND = DMAX - DMIN + 1;
+constexpr int PAD = -DMIN;                                     // window position j sits at plane bit j + PAD
+constexpr int NT = (DMAX + PAD) / 32 + NW + 1;                 // window plane words, room for every diagonal
+constexpr int START_HI = GLOBAL_ENDS ? 0 : WL - L + E;         // start diagonals 0..START_HI
+constexpr int END_LO = GLOBAL_ENDS ? 0 : -E;                   // end diagonals END_LO..END_HI
+constexpr int END_HI = GLOBAL_ENDS ? 0 : WL - L;
+constexpr int NPIECES = imin(imin(2 * (E + 1), L), 64);  // one bit each in a 64-bit word
+
+__host__ __device__ constexpr int band_lo(int k) { return GLOBAL_ENDS ? -imin(k, E - k) : -k; }
+__host__ __device__ constexpr int band_hi(int k) { return GLOBAL_ENDS ? imin(k, E - k) : WL - L + E - k; }
+__host__ __device__ constexpr int piece_bound(int j) { return j * L / NPIECES; }
+
+/* Bits [a, b) of a multi-word bit vector, restricted to word w. */
+__device__ __forceinline__ uint32_t span(int a, int b, int w)
+{
+    const int lo = imax(a - 32 * w, 0), hi = imin(b - 32 * w, 32);
+    return hi <= lo ? 0u : hi - lo == 32 ? 0xFFFFFFFFu : ((1u << (hi - lo)) - 1u) << lo;
+}
+
+/* Word w of the window planes read from bit s on (the window aligned to diagonal s - PAD). */
+__device__ __forceinline__ uint32_t window_word(const uint32_t (&t)[NT], int s, int w)
+{
+    const int q = s / 32, r = s % 32;
+    const uint32_t a = q + w < NT ? t[q + w] : 0u;
+    const uint32_t b = q + w + 1 < NT ? t[q + w + 1] : 0u;
+    return r ? (a >> r) | (b << (32 - r)) : a;
+}
+
+/* Least-significant-first plane words of a sequence of `len` bases: high code bit, low code bit, not-N. */
+template <int NWORDS>
+__device__ __forceinline__ void lsb_planes(const uint32_t *words2, const uint32_t *nmask, int len, int n, int i,
+                                           uint32_t (&hi)[NWORDS], uint32_t (&lo)[NWORDS], uint32_t (&ok)[NWORDS])
+{
+    const int nwords2 = (len + 15) / 16;
+#pragma unroll
+    for (int w = 0; w < NWORDS; w++) {
+        const bool there = 32 * w < len;
+        hi[w] = there ? __brev(plane_word(words2, nwords2, w, n, i, 1)) : 0u;
+        lo[w] = there ? __brev(plane_word(words2, nwords2, w, n, i, 0)) : 0u;
+        ok[w] = there ? ~__brev(nmask[(size_t)w * n + i]) & span(0, len, w) : 0u;
+    }
+}
+
+extern "C" __global__ void gatekeeper_improved(const uint32_t *read2, const uint32_t *readn, const uint32_t *win2,
+                                               const uint32_t *winn, int n, uint8_t *accept, int16_t *estimate)
+{
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n)
+        return;
+    uint32_t rh[NW], rl[NW], rv[NW];
+    lsb_planes<NW>(read2, readn, L, n, i, rh, rl, rv);
+    // window planes, then moved up by PAD bits so that diagonal d reads them from bit d + PAD >= 0
+    constexpr int NWIN = (WL + 31) / 32;
+    uint32_t h0[NWIN], l0[NWIN], v0[NWIN], th[NT], tl[NT], tv[NT];
+    lsb_planes<NWIN>(win2, winn, WL, n, i, h0, l0, v0);
+#pragma unroll
+    for (int w = 0; w < NT; w++) {
+        const int q = w - PAD / 32, r = PAD % 32;
+        const bool a = q >= 0 && q < NWIN, b = r && q - 1 >= 0 && q - 1 < NWIN;
+        th[w] = (a ? h0[q] << r : 0u) | (b ? h0[q - 1] >> (32 - r) : 0u);
+        tl[w] = (a ? l0[q] << r : 0u) | (b ? l0[q - 1] >> (32 - r) : 0u);
+        tv[w] = (a ? v0[q] << r : 0u) | (b ? v0[q - 1] >> (32 - r) : 0u);
+    }
+#define MATCH(d, w) (~((rh[w] ^ window_word(th, (d) + PAD, w)) | (rl[w] ^ window_word(tl, (d) + PAD, w))) & \
+                     rv[w] & window_word(tv, (d) + PAD, w))
+
+    // stage 1: pieces that match exactly on no diagonal
+    unsigned long long matched = 0;
+#pragma unroll
+    for (int d = DMIN; d <= DMAX; d++) {
+        uint32_t f[NW];
+#pragma unroll
+        for (int w = 0; w < NW; w++)
+            f[w] = MATCH(d, w);
+#pragma unroll
+        for (int j = 0; j < NPIECES; j++) {
+            bool whole = true;
+#pragma unroll
+            for (int w = 0; w < NW; w++) {
+                const uint32_t m = span(piece_bound(j), piece_bound(j + 1), w);
+                whole = whole && (f[w] & m) == m;
+            }
+            matched |= (unsigned long long)whole << j;
+        }
+    }
+    if (NPIECES - __popcll(matched) > E) {
+        accept[i] = 0;
+        estimate[i] = -1;
+        return;
+    }
+
+    // stage 2: the walk, diagonals in ascending order, each level updated in place
+    uint32_t R[ND][NW];
+#pragma unroll
+    for (int x = 0; x < ND; x++)
+#pragma unroll
+        for (int w = 0; w < NW; w++)
+            R[x][w] = (w == 0 && x + DMIN >= 0 && x + DMIN <= START_HI) ? 1u : 0u;
+    int found = -1;
+#pragma unroll
+    for (int k = 0; k <= E; k++) {
+        uint32_t below[NW];  // R_{k-1}[d - 1]
+#pragma unroll
+        for (int w = 0; w < NW; w++)
+            below[w] = 0;
+        bool reached = false;
+#pragma unroll
+        for (int d = DMIN; d <= DMAX; d++) {
+            const int x = d - DMIN;
+            uint32_t old[NW];
+#pragma unroll
+            for (int w = 0; w < NW; w++)
+                old[w] = R[x][w];
+            if (d >= band_lo(k) && d <= band_hi(k)) {
+                uint32_t seeds[NW], carry = 0;
+#pragma unroll
+                for (int w = 0; w < NW; w++) {
+                    if (k == 0) {
+                        seeds[w] = old[w];
+                    } else {
+                        const uint32_t up = old[w] | (x + 1 < ND ? R[x + 1][w] : 0u);
+                        const uint32_t up_prev = w ? old[w - 1] | (x + 1 < ND ? R[x + 1][w - 1] : 0u) : 0u;
+                        seeds[w] = old[w] | below[w] | (up << 1) | (up_prev >> 31);
+                    }
+                }
+#pragma unroll
+                for (int w = 0; w < NW; w++) {
+                    const uint32_t f = MATCH(d, w);
+                    const unsigned long long sum = (unsigned long long)(f & seeds[w]) + f + carry;
+                    carry = (uint32_t)(sum >> 32);
+                    R[x][w] = seeds[w] | ((uint32_t)sum ^ f);
+                }
+                if (d >= END_LO && d <= END_HI)
+                    reached = reached || ((R[x][L / 32] >> (L % 32)) & 1u);
+            } else {
+#pragma unroll
+                for (int w = 0; w < NW; w++)
+                    R[x][w] = 0;
+            }
+#pragma unroll
+            for (int w = 0; w < NW; w++)
+                below[w] = old[w];
+        }
+        if (reached) {
+            found = k;
+            break;
+        }
+    }
+#undef MATCH
+    accept[i] = found >= 0;
+    estimate[i] = found;
+}
+#endif

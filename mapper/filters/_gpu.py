@@ -1,0 +1,102 @@
+"""The cuda backend of the GateKeeper filter: the kernels of kernels/gatekeeper.cu behind the interface of
+`gatekeeper.CpuGateKeeper` (same arguments, same results).
+
+Two ways in, as in the paper:
+- host-encoded (`improved`, `faithful`): numpy packs the codes into word-major 2-bit words and N masks
+  (kernels/common.cuh), which are copied to the GPU;
+- device-encoded (`improved_ascii`, `faithful_ascii`): the ASCII rows are copied and `encode_rows` packs them there.
+Pairs go through in batches of BATCH; `kernel_seconds` adds up the filter kernels' event times.
+"""
+import numpy as np
+
+from mapper.alphabet import pack_2bit
+from mapper.backends import cuda
+from mapper.filters import _bitvec
+
+BATCH = 1 << 22
+SOURCE = "gatekeeper.cu"
+ENCODER, FAITHFUL, IMPROVED = 1, 2, 3  # GK_KERNEL values
+
+
+def pack_words(codes):
+    """codes uint8 [n, m] (4 = N, packed as A) -> 2-bit words uint32 [ceil(m/16), n], word-major."""
+    n, m = codes.shape
+    nwords = -(-m // 16)
+    padded = np.zeros((n, 16 * nwords), dtype=np.uint8)
+    padded[:, :m] = codes & 3
+    return np.ascontiguousarray(pack_2bit(padded.reshape(-1)).reshape(n, nwords).T)
+
+
+def pack_nmask(codes):
+    """codes uint8 [n, m] -> N-mask words uint32 [ceil(m/32), n], word-major, base k at bit 31 - k%32."""
+    return _bitvec.pack_rows(codes > 3, -(-codes.shape[1] // 32), np.uint32, msb_first=True)
+
+
+class GpuGateKeeper:
+    name = "cuda"
+
+    def __init__(self):
+        self.kernel_seconds = 0.0
+
+    # -- host-encoded ----------------------------------------------------------------------------------------
+    def improved(self, reads, windows, e, ends):
+        return self._batches(len(reads), lambda s: self._improved(
+            [pack_words(reads[s]), pack_nmask(reads[s]), pack_words(windows[s]), pack_nmask(windows[s])],
+            len(reads[s]), reads.shape[1], windows.shape[1], e, ends))
+
+    def faithful(self, shifted, fixed, e, undefined):
+        flags = undefined.astype(np.uint8)
+        return self._batches(len(shifted), lambda s: self._faithful(
+            [pack_words(shifted[s]), pack_words(fixed[s]), flags[s], flags[s]], len(flags[s]), shifted.shape[1], e))
+
+    # -- device-encoded --------------------------------------------------------------------------------------
+    def improved_ascii(self, reads, windows, e, ends):
+        def run(s):
+            read2, readn, _ = self._encode(reads[s], lower_is_n=False)
+            win2, winn, _ = self._encode(windows[s], lower_is_n=False)
+            return self._improved([read2, readn, win2, winn], len(reads[s]), reads.shape[1], windows.shape[1], e, ends)
+        return self._batches(len(reads), run)
+
+    def faithful_ascii(self, shifted, fixed, e):
+        def run(s):
+            shifted2, _, undefined1 = self._encode(shifted[s], lower_is_n=True)
+            fixed2, _, undefined2 = self._encode(fixed[s], lower_is_n=True)
+            return self._faithful([shifted2, fixed2, undefined1, undefined2], len(shifted[s]), shifted.shape[1], e)
+        return self._batches(len(shifted), run)
+
+    # -- plumbing --------------------------------------------------------------------------------------------
+    def _batches(self, n, run):
+        accept = np.zeros(n, dtype=bool)
+        estimate = np.zeros(n, dtype=np.int16)
+        for lo in range(0, n, BATCH):
+            s = slice(lo, min(n, lo + BATCH))
+            accept[s], estimate[s] = run(s)
+        return accept, estimate
+
+    def _encode(self, ascii_rows, lower_is_n):
+        """ASCII uint8 [n, m] -> device 2-bit words, N masks and per-row any-N flags (encode_rows)."""
+        n, m = ascii_rows.shape
+        stride = 16 * -(-m // 16)
+        rows = np.zeros((n, stride), dtype=np.uint8)
+        rows[:, :m] = ascii_rows
+        words2, nmask, any_n = cuda.empty(4 * n * (stride // 16)), cuda.empty(4 * n * -(-m // 32)), cuda.empty(n)
+        cuda.launch(cuda.function(SOURCE, "encode_rows", GK_KERNEL=ENCODER), n, cuda.to_device(rows),
+                    np.int32(stride), np.int32(m), np.int32(n), np.int32(lower_is_n), words2, nmask, any_n)
+        return words2, nmask, any_n
+
+    def _run(self, kernel, inputs, n):
+        accept, estimate = cuda.empty(n), cuda.empty(2 * n)
+        args = [a if not isinstance(a, np.ndarray) else cuda.to_device(a) for a in inputs]
+        with cuda.Timer() as t:
+            cuda.launch(kernel, n, *args, np.int32(n), accept, estimate)
+        self.kernel_seconds += t.seconds
+        return cuda.from_device(accept, (n,), np.uint8).astype(bool), cuda.from_device(estimate, (n,), np.int16)
+
+    def _improved(self, inputs, n, L, W, e, ends):
+        kernel = cuda.function(SOURCE, "gatekeeper_improved", GK_KERNEL=IMPROVED, READ_LEN=L, WIN_LEN=W,
+                               MAX_E=e, GLOBAL_ENDS=int(ends == "global"))
+        return self._run(kernel, inputs, n)
+
+    def _faithful(self, inputs, n, L, e):
+        kernel = cuda.function(SOURCE, "gatekeeper_faithful", GK_KERNEL=FAITHFUL, READ_LEN=L, MAX_E=e)
+        return self._run(kernel, inputs, n)
