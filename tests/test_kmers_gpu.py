@@ -1,0 +1,93 @@
+"""The cuda backend of `gkmap kmers` (kernels/kmer_sort.cu) against the cpu one, exactly.
+
+Run on the GPU machine:  .venv/bin/python -m pytest tests/test_kmers_gpu.py -q -m gpu
+(skipped where there is no GPU or no pycuda; the cpu backend is itself checked against jellyfish).
+"""
+import gzip
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mapper.backends.base import cuda_available
+from mapper.cli import main
+from mapper.kmers.count import sort_count
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+SHIGELLA_R1 = SHARED / "reads" / "shigella_dysenteriae_ERR6005894_R1.fastq.gz"
+
+
+
+def gpu(test):
+    """Marked `gpu`, and skipped where there is no usable GPU (also without the suite's conftest)."""
+    return pytest.mark.gpu(pytest.mark.skipif(not cuda_available(), reason="no CUDA GPU / pycuda here")(test))
+
+
+@pytest.fixture(scope="module")
+def sorter():
+    from mapper.kmers.gpu import CudaSorter
+    return CudaSorter()
+
+
+def random_keys(rng, channels, n, distinct):
+    """n keys drawn from `distinct` random full-width keys (repeats, equal channel-0 prefixes)."""
+    pool = rng.integers(0, 2 ** 64 - 1, (channels, distinct), dtype=np.uint64, endpoint=True)
+    pool[0, ::3] = pool[0, 0]  # many keys share channel 0: the later channels decide
+    return pool[:, rng.integers(0, distinct, n)]
+
+
+@gpu
+@pytest.mark.parametrize("channels", [1, 2, 3])
+@pytest.mark.parametrize("n", [1, 2, 777, 2048, 2049, 100_003, 4_300_000])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_sort_count_equals_cpu(sorter, channels, n, weighted):
+    """Sizes: one key, one tile (2048) and one more, many tiles, and beyond 2048^2 (a two-level scan)."""
+    rng = np.random.default_rng(n + channels)
+    keys = random_keys(rng, channels, n, max(1, n // 3))
+    weights = rng.integers(1, 2 ** 40, n, dtype=np.uint64) if weighted else None
+    got_keys, got_counts = sorter.sort_count(keys, weights)
+    want_keys, want_counts = sort_count(keys, weights)
+    assert np.array_equal(got_keys, want_keys)
+    assert np.array_equal(got_counts, want_counts)
+
+
+@gpu
+def test_sort_count_short_keys_and_all_equal(sorter):
+    """Channel values with few bits (few radix passes) and a buffer of one repeated key (no pass at all)."""
+    rng = np.random.default_rng(1)
+    keys = rng.integers(0, 4 ** 5, (1, 50_000), dtype=np.uint64)
+    for k in (keys, np.zeros((2, 3000), dtype=np.uint64)):
+        got, want = sorter.sort_count(k), sort_count(k)
+        assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
+
+
+@pytest.fixture(scope="module")
+def shigella_fastq(tmp_path_factory):
+    out = tmp_path_factory.mktemp("shigella_gpu") / "R1.fastq"
+    with gzip.open(SHIGELLA_R1, "rb") as src, open(out, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    return out
+
+
+@gpu
+@pytest.mark.parametrize("k, canonical", [(21, False), (31, True), (32, False), (33, True), (63, False), (127, True)])
+@pytest.mark.parametrize("memory", ["2", "0.01"], ids=["in-memory", "spilling"])
+def test_cuda_table_is_byte_identical_to_cpu(shigella_fastq, tmp_path, k, canonical, memory):
+    """The whole pipeline on the device: the table files are the same bytes (the cpu one matches jellyfish,
+    tests/test_kmers.py); with a small --memory the runs are spilled and merged with weights on the GPU."""
+    tables = {}
+    for device in ("cpu", "cuda"):
+        tables[device] = tmp_path / f"{device}.kmers"
+        args = ["kmers", "count", "--quiet", "--device", device, "-k", str(k), "--memory", memory,
+                "-o", str(tables[device]), str(shigella_fastq)]
+        assert main(args + (["--canonical"] if canonical else [])) == 0
+    assert tables["cpu"].read_bytes() == tables["cuda"].read_bytes()
+
+
+@pytest.mark.skipif(cuda_available(), reason="checks the message given where there is no GPU")
+def test_device_cuda_without_a_gpu_is_a_usage_error(tmp_path, capsys):
+    (tmp_path / "x.fa").write_text(">a\nACGTACGT\n")
+    assert main(["kmers", "count", "--device", "cuda", "-k", "3", "-o", str(tmp_path / "t"),
+                 str(tmp_path / "x.fa")]) == 2
+    assert "--device cuda: no CUDA GPU" in capsys.readouterr().err
