@@ -234,7 +234,9 @@ extern "C" __global__ void gatekeeper_faithful(const uint32_t *shifted2, const u
  *              (substitution and insertion take one column, a deletion none),
  *     extend_d(S) = S | (((F_d & S) + F_d) ^ F_d)   (a start bit inside a run of matches carries to its end).
  * The estimate is the least k that reaches column L on an end diagonal. Level k keeps only the diagonals that can
- * be reached from a start and can still reach an end within E edits.
+ * be reached from a start and can still reach an end within E edits. Two shortcuts give the same result sooner:
+ * with equal lengths, up to 2 mismatches on diagonal 0 are the distance itself (one edit between equal-length
+ * strings is a substitution); and stage 1 (below) rejects most unrelated pairs before the walk.
  * Stage 1 first: the read is cut into P = min(2(E+1), L, 64) pieces [jL/P, (j+1)L/P); each edit touches at most one
  * piece and an untouched piece matches exactly on one diagonal, so more than E pieces matching on no diagonal
  * means a reject without the walk (the walk would reject too: both stages give the same result as the walk alone).
@@ -308,6 +310,18 @@ extern "C" __global__ void gatekeeper_improved(const uint32_t *read2, const uint
     }
 #define MATCH(d, w) (~((rh[w] ^ window_word(th, (d) + PAD, w)) | (rl[w] ^ window_word(tl, (d) + PAD, w))) & \
                      rv[w] & window_word(tv, (d) + PAD, w))
+
+    if (GLOBAL_ENDS) {  // equal lengths: up to 2 mismatches on diagonal 0 are the distance (1 edit = 1 substitution)
+        int mismatches = 0;
+#pragma unroll
+        for (int w = 0; w < NW; w++)
+            mismatches += __popc(~MATCH(0, w) & span(0, L, w));
+        if (mismatches <= imin(2, E)) {
+            accept[i] = 1;
+            estimate[i] = mismatches;
+            return;
+        }
+    }
 
     // stage 1: pieces that match exactly on no diagonal
     unsigned long long matched = 0;

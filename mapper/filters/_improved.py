@@ -33,6 +33,7 @@ import numpy as np
 from mapper.filters import _bitvec
 
 CHUNK = 1 << 14  # pairs per numpy pass: keeps the [words, diagonals, pairs] arrays in cache
+STAGE1_AFTER = 0  # the walk level after which the stage-1 bound prunes (the cuda kernel runs it first)
 
 
 def band(L, W, e, ends):
@@ -124,24 +125,33 @@ def _improved_chunk(reads, windows, e, ends):
     dmax = max(hi(k) for k in range(e + 1))
     F = match_masks(reads, windows, list(range(dmin, dmax + 1)))
     estimate = np.full(n, -1, dtype=np.int16)
-    alive = np.flatnonzero(unmatched_pieces(F, L, e) <= e)
-    if len(alive):
-        estimate[alive] = walk(F if len(alive) == n else F[:, :, alive], L, e, dmin, band_)
+    if ends == "global":
+        # Equal lengths: with up to 2 mismatches on the main diagonal, the distance is their number (one edit
+        # between equal-length strings is a substitution), so the walk can leave these pairs at once.
+        hamming = _bitvec.popcount(~F[:, -dmin] & _bitvec.low_bits(L, len(F), np.uint64))
+        estimate[hamming <= min(2, e)] = hamming[hamming <= min(2, e)]
+    walk(F, L, e, dmin, band_, estimate)
     return estimate >= 0, estimate
 
 
-def walk(F, L, e, dmin, band_):
-    """Stage 2, the exact walk of the module docstring through the masks F [nwords, diagonals from dmin, n]:
-    int16 [n], the fewest edits (<= e) that reach column L on an end diagonal, else -1. Pairs that reach it
-    leave the arrays once they are a quarter of those left (the walk costs per level and pair)."""
-    nw, _, n = F.shape
+def walk(F, L, e, dmin, band_, estimate):
+    """The exact walk of the module docstring through the masks F [nwords, diagonals from dmin, n]: fills in
+    estimate int16 [n] where it is -1 with the fewest edits (<= e) that reach column L on an end diagonal (-1 if
+    none); the others are settled already. Pairs leave the arrays once they are settled (the walk costs per level
+    and pair): known, reached, or rejected by stage 1 (`unmatched_pieces`) after level STAGE1_AFTER."""
     (s0, s1), (e0, e1), lo, hi = band_
     word, bit = divmod(L, 64)
+    settled = estimate >= 0
+    left = np.arange(len(settled))  # pair index of each column of R and F
+    if 4 * settled.sum() >= len(settled):
+        left = np.flatnonzero(~settled)
+        F = F[:, :, left]
+    nw, _, n = F.shape
+    if n == 0:
+        return
     # R[:, 1 + d - dmin] is R_k[d]; one empty diagonal on each side keeps d - 1 and d + 1 in range
     R = np.zeros((nw, F.shape[1] + 2, n), dtype=np.uint64)
     R[0, 1 + s0 - dmin:2 + s1 - dmin] = 1
-    estimate = np.full(n, -1, dtype=np.int16)
-    left = np.arange(n)  # pair index of each column of R and F
     a_prev, b_prev = 1 + s0 - dmin, 2 + s1 - dmin
     for k in range(e + 1):
         a, b = 1 + lo(k) - dmin, 2 + hi(k) - dmin
@@ -149,18 +159,21 @@ def walk(F, L, e, dmin, band_):
         if k:
             seeds = _bitvec.shift_up(seeds | R[:, a + 1:b + 1], 1) | R[:, a - 1:b - 1] | seeds
         f = F[:, a - 1:b - 1]
-        reached = seeds | (_bitvec.add(f & seeds, f) ^ f)
+        grown = seeds | (_bitvec.add(f & seeds, f) ^ f)
         R[:, a_prev:a] = 0
         R[:, b:b_prev] = 0
-        R[:, a:b] = reached
+        R[:, a:b] = grown
         a_prev, b_prev = a, b
         ea, eb = max(a, 1 + e0 - dmin), min(b, 2 + e1 - dmin)
+        done = settled[left]
         if ea < eb:
-            done = ((R[word, ea:eb] >> np.uint64(bit)) & np.uint64(1)).any(axis=0)
-            estimate[left[done & (estimate[left] < 0)]] = k
-            if done.all():
-                break
-            if 4 * done.sum() >= len(done):
-                keep = ~done
-                R, F, left = R[:, :, keep], F[:, :, keep], left[keep]
-    return estimate
+            reached = ((R[word, ea:eb] >> np.uint64(bit)) & np.uint64(1)).any(axis=0)
+            estimate[left[reached & (estimate[left] < 0)]] = k
+            done = done | reached
+        if k == STAGE1_AFTER and k < e:
+            done = done | (unmatched_pieces(F, L, e) > e)
+        if done.all():
+            break
+        if 4 * done.sum() >= len(done):
+            keep = ~done
+            R, F, left = R[:, :, keep], F[:, :, keep], left[keep]
