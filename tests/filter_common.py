@@ -6,11 +6,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from conftest import SHARED
 from mapper.alphabet import ENCODE, READ_ASCII
 from mapper.filters.pairs import read_pairs
 from mapper.filters.truth import edit_distances
 
-PAIRS_DIR = Path(__file__).resolve().parents[2] / "shared" / "data" / "filter-pairs"
+PAIRS_DIR = SHARED / "filter-pairs"  # conftest.SHARED: ../shared/data, or $GKMAP_SHARED_DATA
 SETS = ["ERR240727_1_E2", "ERR240727_1_E5", "shigella_ERR6005894_L150"]
 
 
