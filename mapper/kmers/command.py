@@ -45,7 +45,7 @@ def add_arguments(parser):
                    help="where to sort: auto = cuda when a GPU and pycuda are present")
     p.add_argument("--memory", type=float, default=2.0, metavar="GB",
                    help="memory for k-mer buffers; beyond it sorted runs are spilled to --tmp")
-    p.add_argument("--tmp", metavar="DIR", help="folder for spilled runs [default: OUT's folder]")
+    p.add_argument("--tmp", metavar="DIR", help="folder for spilled runs; None means OUT's folder")
     p.add_argument("-o", "--output", required=True, metavar="OUT", help="the table to write")
     p.add_argument("inputs", nargs="+", metavar="INPUT", help="FASTA or FASTQ files, plain or gzip")
 
