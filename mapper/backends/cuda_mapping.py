@@ -11,14 +11,12 @@ pycuda is imported here and in mapper/backends/cuda.py only, and only when the c
 """
 import numpy as np
 
-from mapper.alphabet import CODE_N
+from mapper.backends import cuda
 from mapper.backends.base import Backend
-from mapper.backends.cuda import compile_module
 from mapper.seeding import ragged_arange, seed
 from mapper.verify import Mappings, verify as host_verify
 
 MAX_ENDS = 8
-BLOCK = 128
 
 
 class CudaBackend(Backend):
@@ -26,8 +24,6 @@ class CudaBackend(Backend):
     devices = {"seed": "cpu", "verify": "cuda"}  # overrides Backend.devices: seeding is on the host here
 
     def __init__(self):
-        import pycuda.gpuarray as gpuarray
-        self._gpuarray = gpuarray
         self._genome = None
         self._genome_of = None
         self.host_redone = 0  # windows with more than MAX_ENDS optimal ends, verified on the host
@@ -38,7 +34,7 @@ class CudaBackend(Backend):
     def _resident_genome(self, reference):
         """The reference codes in device memory, uploaded once per run (a plain allocation)."""
         if self._genome_of is not reference:
-            self._genome = self._gpuarray.to_gpu(np.ascontiguousarray(reference.codes))
+            self._genome = cuda.to_device(reference.codes)
             self._genome_of = reference
         return self._genome
 
@@ -65,18 +61,18 @@ class CudaBackend(Backend):
 
 
 def verify_windows(genome, reads, read_start, read_len, max_e, win_start, win_len):
-    """Launch kernels/myers.cu on n windows: genome (device array or host codes), reads (host codes).
+    """Launch kernels/myers.cu on n windows. `genome` is a device buffer or host codes, `reads` host codes.
     Returns host arrays best [n], n_ends [n], ends [MAX_ENDS, n], starts [MAX_ENDS, n] (window-relative)."""
-    import pycuda.gpuarray as gpuarray
     n = len(read_start)
-    to_gpu = lambda a, dtype: gpuarray.to_gpu(np.ascontiguousarray(a, dtype=dtype))
     if isinstance(genome, np.ndarray):
-        genome = to_gpu(genome, np.uint8)
-    best, n_ends = gpuarray.empty(n, np.int32), gpuarray.empty(n, np.int32)
-    ends, starts = gpuarray.empty(MAX_ENDS * n, np.int32), gpuarray.empty(MAX_ENDS * n, np.int32)
+        genome = cuda.to_device(genome.astype(np.uint8, copy=False))
     words = max(1, -(-int(np.max(read_len)) // 64))
-    kernel = compile_module("myers.cu", MAX_WORDS=words, MAX_ENDS=MAX_ENDS, CODE_N=CODE_N).get_function("verify_windows")
-    kernel(genome, to_gpu(reads, np.uint8), to_gpu(read_start, np.int64), to_gpu(read_len, np.int32),
-           to_gpu(max_e, np.int32), to_gpu(win_start, np.int64), to_gpu(win_len, np.int32), np.int32(n),
-           best, n_ends, ends, starts, block=(BLOCK, 1, 1), grid=(-(-n // BLOCK), 1))
-    return best.get(), n_ends.get(), ends.get().reshape(MAX_ENDS, n), starts.get().reshape(MAX_ENDS, n)
+    kernel = cuda.function("myers.cu", "verify_windows", MAX_WORDS=words, MAX_ENDS=MAX_ENDS)
+    best, n_ends = cuda.empty(4 * n), cuda.empty(4 * n)
+    ends, starts = cuda.empty(4 * MAX_ENDS * n), cuda.empty(4 * MAX_ENDS * n)
+    cuda.launch(kernel, n, genome, cuda.to_device(reads.astype(np.uint8, copy=False)),
+                cuda.to_device(read_start.astype(np.int64)), cuda.to_device(read_len.astype(np.int32)),
+                cuda.to_device(max_e.astype(np.int32)), cuda.to_device(win_start.astype(np.int64)),
+                cuda.to_device(win_len.astype(np.int32)), np.int32(n), best, n_ends, ends, starts)
+    return (cuda.from_device(best, (n,), np.int32), cuda.from_device(n_ends, (n,), np.int32),
+            cuda.from_device(ends, (MAX_ENDS, n), np.int32), cuda.from_device(starts, (MAX_ENDS, n), np.int32))
