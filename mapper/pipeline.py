@@ -10,6 +10,7 @@ Per batch:
 4. verification (edlib, or the backend's kernel) of the surviving windows, then one mapping per locus;
 5. `--best` / `-n`, CIGAR and MD (align.py, the same host routine for every backend), SAM in input order.
 """
+import contextlib
 import logging
 import sys
 import time
@@ -31,6 +32,7 @@ from mapper.seeding import SeedStats, strand_rows
 from mapper.verify import select_loci
 
 log = logging.getLogger("gkmap")
+STAGES = ("parse", "seed", "filter", "verify", "align", "output")
 
 
 @dataclass
@@ -45,6 +47,25 @@ class Counters:
     seeding: SeedStats = field(default_factory=SeedStats)
     stages: str = ""            # where each stage ran, e.g. "seed: cpu, filter: cuda, verify: cuda"
     seconds: float = 0.0
+    times: dict = field(default_factory=lambda: dict.fromkeys(STAGES, 0.0))  # wall seconds per stage
+
+    @contextlib.contextmanager
+    def timed(self, stage):
+        t = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.times[stage] += time.perf_counter() - t
+
+    def timed_iter(self, stage, iterable):
+        """Iterate, counting the time spent producing each item under `stage`."""
+        iterator = iter(iterable)
+        while True:
+            with self.timed(stage):
+                item = next(iterator, None)
+            if item is None:
+                return
+            yield item
 
     def summary(self):
         s = self.seeding
@@ -52,7 +73,8 @@ class Counters:
         return (f"{self.reads} reads: {self.mapped} mapped ({self.loci} loci, {self.records} SAM records), "
                 f"{self.unmapped} unmapped; {s.bands} candidate windows ({s.hits} seed hits, {s.diagonals} "
                 f"diagonals, {s.adjacent} after the adjacency filter), {self.filtered_out} filtered out, "
-                f"{self.verified} verified; {self.seconds:.2f} s, {rate:,.0f} reads/s ({self.stages})")
+                f"{self.verified} verified; {self.seconds:.2f} s, {rate:,.0f} reads/s ({self.stages}); seconds per "
+                f"stage: " + ", ".join(f"{k} {v:.2f}" for k, v in self.times.items()))
 
 
 def per_read_e(batch, fixed_e, reads_path):
@@ -110,37 +132,65 @@ def make_filter(name, device):
     return make_gatekeeper("faithful" if faithful else "improved", device), faithful
 
 
-def map_batch(batch, index, backend, filt, faithful, opts, counters):
-    """SAM text and unmapped-read indices of one batch; updates `counters`."""
+@dataclass
+class BatchLoci:
+    """Every locus found for one batch, in report order, before any --best / -n cap."""
+    rows: object          # seeding.StrandRows
+    loci: object          # verify.Mappings
+    read: np.ndarray      # batch index of each locus' read
+    strand: np.ndarray    # 0 forward, 1 reverse
+    nh: np.ndarray        # loci per read [n]
+
+
+def find_loci(batch, index, backend, filt, faithful, fixed_e, reads_path, counters):
+    """Seeding, filter and verification of one batch (the mapping core); updates `counters`."""
     reference = index.reference
-    e = per_read_e(batch, opts.e, opts.reads)
+    e = per_read_e(batch, fixed_e, reads_path)
     rows = strand_rows(batch.codes(), batch.starts, e)
-    cands, stats = backend.seed(rows, index)
+    with counters.timed("seed"):
+        cands, stats = backend.seed(rows, index)
     counters.seeding.add(stats)
-    keep = filter_candidates(filt, faithful, rows, cands, reference)
+    with counters.timed("filter"):
+        keep = filter_candidates(filt, faithful, rows, cands, reference)
     counters.filtered_out += int((~keep).sum())
     cands = cands.subset(keep)
     counters.verified += len(cands)
-    loci = select_loci(rows, backend.verify(rows, cands, reference))
-    read, strand = rows.read_of(loci.row), rows.strand_of(loci.row)
-    nh = np.bincount(read, minlength=len(batch))
-    if len(loci) and (opts.best or opts.max_records):
-        is_first = np.ones(len(read), dtype=bool)
-        is_first[1:] = read[1:] != read[:-1]
-        group_start = np.flatnonzero(is_first)[np.cumsum(is_first) - 1]
-        keep = np.ones(len(read), dtype=bool)
-        if opts.best:
-            keep &= loci.edits == loci.edits[group_start]
-        if opts.max_records:
-            keep &= np.arange(len(read)) - group_start < opts.max_records
-        loci, read, strand = loci.take(keep), read[keep], strand[keep]
-    cigars, mds, nms = describe(rows, loci, reference)
+    with counters.timed("verify"):
+        loci = select_loci(rows, backend.verify(rows, cands, reference))
+    read = rows.read_of(loci.row)
+    return BatchLoci(rows, loci, read, rows.strand_of(loci.row), np.bincount(read, minlength=len(batch)))
+
+
+def cap_records(found, best, max_records):
+    """(loci, read, strand) kept by --best (fewest edits of the read) and -n (first N of the read)."""
+    loci, read, strand = found.loci, found.read, found.strand
+    if not len(loci) or not (best or max_records):
+        return loci, read, strand
+    is_first = np.ones(len(read), dtype=bool)
+    is_first[1:] = read[1:] != read[:-1]
+    group_start = np.flatnonzero(is_first)[np.cumsum(is_first) - 1]
+    keep = np.ones(len(read), dtype=bool)
+    if best:
+        keep &= loci.edits == loci.edits[group_start]
+    if max_records:
+        keep &= np.arange(len(read)) - group_start < max_records
+    return loci.take(keep), read[keep], strand[keep]
+
+
+def map_batch(batch, index, backend, filt, faithful, opts, counters):
+    """SAM text and unmapped-read indices of one batch; updates `counters`."""
+    found = find_loci(batch, index, backend, filt, faithful, opts.e, opts.reads, counters)
+    loci, read, strand = cap_records(found, opts.best, opts.max_records)
+    with counters.timed("align"):
+        cigars, mds, nms = describe(found.rows, loci, index.reference)
+    nh = found.nh
     counters.reads += len(batch)
     counters.mapped += int((nh > 0).sum())
     counters.unmapped += int((nh == 0).sum())
     counters.loci += int(nh.sum())
     counters.records += len(loci) + int((nh == 0).sum())
-    text = batch_records(batch, reference, read, strand, loci, cigars, mds, nms, nh)
+    with counters.timed("output"):
+        text = batch_records(batch, index.reference, read, strand, loci, cigars, mds, nms, nh)
     return text, np.flatnonzero(nh == 0)
 
 
@@ -157,11 +207,12 @@ def map_reads(opts):
                     disable=opts.quiet or not sys.stderr.isatty())
     with atomic_output(opts.output) as sam, atomic_output(opts.unmapped) if opts.unmapped else _no_file() as unmapped:
         sam.write(header(index.reference, opts.command_line))
-        for batch in read_batches(opts.reads, opts.batch_size):
+        for batch in counters.timed_iter("parse", read_batches(opts.reads, opts.batch_size)):
             text, unmapped_reads = map_batch(batch, index, backend, filt, faithful, opts, counters)
-            sam.write(text)
-            if unmapped is not None:
-                unmapped.write(unmapped_records(batch, unmapped_reads))
+            with counters.timed("output"):
+                sam.write(text)
+                if unmapped is not None:
+                    unmapped.write(unmapped_records(batch, unmapped_reads))
             progress.update(len(batch))
     progress.close()
     counters.seconds = time.perf_counter() - t0
