@@ -42,10 +42,10 @@ __host__ __device__ constexpr int imax(int a, int b) { return a > b ? a : b; }
 
 #if GK_KERNEL == 0 || GK_KERNEL == 1
 /* ---------------------------------------------------------------------------------------------------------
- * Encoder (device-encoded path). One thread per row of `len` ASCII letters, rows `stride` bytes apart (a multiple
- * of 16, so a row is read 16 letters at a time). Writes the row's 2-bit words and N-mask words (layouts of
- * common.cuh) and any_n[i] = 1 when the row holds a letter other than A, C, G, T (lower case counts as that
- * letter unless lower_is_n: the published filter treats lower case as undefined).
+ * Encoder (device-encoded path). One thread per row of `len` ASCII letters, rows `stride` bytes apart (the host's
+ * array as it is, no padding copy). Writes the row's 2-bit words and N-mask words (layouts of common.cuh) and
+ * any_n[i] = 1 when the row holds a letter other than A, C, G, T (lower case counts as that letter unless
+ * lower_is_n: the published filter treats lower case as undefined).
  */
 extern "C" __global__ void encode_rows(const uint8_t *ascii, int stride, int len, int n, int lower_is_n,
                                        uint32_t *words2, uint32_t *nmask, uint8_t *any_n)
@@ -53,20 +53,17 @@ extern "C" __global__ void encode_rows(const uint8_t *ascii, int stride, int len
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n)
         return;
-    const uint4 *row = reinterpret_cast<const uint4 *>(ascii + (size_t)i * stride);
+    const uint8_t *row = ascii + (size_t)i * stride;
     const int nwords2 = (len + 15) / 16;
     uint32_t nword = 0, seen_n = 0;
     for (int j = 0; j < nwords2; j++) {
-        const uint4 v = row[j];
         uint32_t word = 0, nbits = 0;
 #pragma unroll
         for (int b = 0; b < 16; b++) {
-            const uint32_t quad = b < 4 ? v.x : b < 8 ? v.y : b < 12 ? v.z : v.w;
-            const uint8_t c = (quad >> (8 * (b % 4))) & 0xFF;
-            const int inside = 16 * j + b < len;
-            const uint32_t code = inside ? encode_base(c, lower_is_n) : CODE_A;
+            const int k = 16 * j + b;
+            const uint32_t code = k < len ? encode_base(row[k], lower_is_n) : CODE_A;
             word |= (code & 3u) << (30 - 2 * b);
-            nbits = (nbits << 1) | (uint32_t)(inside && code == CODE_N);
+            nbits = (nbits << 1) | (uint32_t)(k < len && code == CODE_N);
         }
         words2[(size_t)j * n + i] = word;
         seen_n |= nbits;

@@ -76,12 +76,9 @@ class GpuGateKeeper:
     def _encode(self, ascii_rows, lower_is_n):
         """ASCII uint8 [n, m] -> device 2-bit words, N masks and per-row any-N flags (encode_rows)."""
         n, m = ascii_rows.shape
-        stride = 16 * -(-m // 16)
-        rows = np.zeros((n, stride), dtype=np.uint8)
-        rows[:, :m] = ascii_rows
-        words2, nmask, any_n = cuda.empty(4 * n * (stride // 16)), cuda.empty(4 * n * -(-m // 32)), cuda.empty(n)
-        cuda.launch(cuda.function(SOURCE, "encode_rows", GK_KERNEL=ENCODER), n, cuda.to_device(rows),
-                    np.int32(stride), np.int32(m), np.int32(n), np.int32(lower_is_n), words2, nmask, any_n)
+        words2, nmask, any_n = cuda.empty(4 * n * -(-m // 16)), cuda.empty(4 * n * -(-m // 32)), cuda.empty(n)
+        cuda.launch(cuda.function(SOURCE, "encode_rows", GK_KERNEL=ENCODER), n, cuda.to_device(ascii_rows),
+                    np.int32(m), np.int32(m), np.int32(n), np.int32(lower_is_n), words2, nmask, any_n)
         return words2, nmask, any_n
 
     def _run(self, kernel, inputs, n):
