@@ -1,0 +1,240 @@
+/* seed.cu: FastHASH seeding on the GPU, one thread per strand row (a read on one strand).
+ *
+ * Produces exactly the candidates of the numpy seeder (mapper/seeding.py, whose docstring explains
+ * every step): the row's non-overlapping WS-mers, cheap selection of the e+1 least frequent, emission of
+ * the occurrences of the chosen ones as diagonals, de-duplication, the adjacency filter, and diagonal
+ * bands of width e+1. Three launches:
+ *
+ * seed_select      per row: key, N flag and bucket size of each k-mer; a k-mer is chosen when its rank
+ *                  in the row, ordered by (bucket size, position in the read), is below e+1 and its bucket
+ *                  is not empty (an N k-mer counts as size 0); row_hits = total size of chosen buckets.
+ * seed_candidates  per row: the chosen buckets are position-sorted lists, so list j yields diagonals
+ *                  (pos - j*WS) sorted by (contig, diagonal); a k-way merge visits all hits in that order,
+ *                  equal (contig, diagonal) pairs once. Each distinct diagonal d is kept when at most e of
+ *                  the row's k-mers are missing from [d + j*WS - e, d + j*WS + e] (binary search in their
+ *                  bucket; N k-mers are missing). Kept diagonals are chained while consecutive ones are
+ *                  <= e apart; a chain is cut into bands (d - chain_first) / (e+1); each band is written
+ *                  as (contig, first diagonal, last diagonal) at the row's slot (capacity row_hits).
+ * seed_compact     per row: moves its bands from the slot to their place in the dense output.
+ * The host prefix-sums row_hits (slot offsets) and the band counts (dense offsets) between launches and
+ * launches rows in chunks whose total hits fit the buffers, so a read with huge buckets cannot exhaust memory.
+ *
+ * In : codes      uint8 [2T]  strand rows' codes (mapper/alphabet.py; CODE_N never part of a k-mer)
+ *      row_start  int64 [R], nk int32 [R] (k-mers of the row, 0 = not seeded), kfirst int64 [R]
+ *      row_e      int32 [R]
+ *      offsets    OFFSET_T [4^WS + 1], positions uint32 [P]: the k-mer index, resident on the GPU
+ *      contig_starts int64 [C]
+ * Per k-mer (at kfirst[row] + j): kmer_key uint32, kmer_size int64, kmer_flags uint8 (1 = has N, 2 = chosen)
+ * JIT constants (-D): WS, MAX_SEL (the largest e + 1), OFFSET_T.
+ */
+#include "common.cuh"
+
+#ifndef WS
+#define WS 12
+#endif
+#ifndef MAX_SEL
+#define MAX_SEL 26
+#endif
+#ifndef OFFSET_T
+#define OFFSET_T unsigned int
+#endif
+
+#define FLAG_N 1
+#define FLAG_CHOSEN 2
+
+extern "C" __global__ void seed_select(
+    const uint8_t *__restrict__ codes, const long long *__restrict__ row_start,
+    const int *__restrict__ nk, const long long *__restrict__ kfirst, const int *__restrict__ row_e,
+    const int n_rows, const OFFSET_T *__restrict__ offsets,
+    unsigned int *__restrict__ kmer_key, long long *__restrict__ kmer_size, uint8_t *__restrict__ kmer_flags,
+    long long *__restrict__ row_hits)
+{
+    const int r = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= n_rows)
+        return;
+    const int k = nk[r];
+    const long long first = kfirst[r];
+    const uint8_t *row = codes + row_start[r];
+    for (int j = 0; j < k; ++j) {
+        unsigned int key = 0;
+        int has_n = 0;
+        for (int i = 0; i < WS; ++i) {
+            const uint8_t base = row[j * WS + i];
+            key = (key << 2) | (base & 3u);
+            has_n |= base == CODE_N;
+        }
+        kmer_key[first + j] = key;
+        kmer_size[first + j] = has_n ? 0 : (long long)offsets[key + 1] - (long long)offsets[key];
+        kmer_flags[first + j] = has_n ? FLAG_N : 0;
+    }
+    /* cheap selection: rank by (size, j); the e+1 lowest ranks with a non-empty bucket are chosen */
+    const int keep = row_e[r] + 1;
+    long long hits = 0;
+    for (int j = 0; j < k; ++j) {
+        const long long size = kmer_size[first + j];
+        int rank = 0;
+        for (int i = 0; i < k; ++i) {
+            const long long other = kmer_size[first + i];
+            rank += other < size || (other == size && i < j);
+        }
+        if (rank < keep && size > 0) {
+            kmer_flags[first + j] |= FLAG_CHOSEN;
+            hits += size;
+        }
+    }
+    row_hits[r] = hits;
+}
+
+/* index of the contig holding global position pos (contig_starts ascending, contig_starts[0] = 0) */
+__device__ __forceinline__ int contig_of(const long long *contig_starts, int n_contigs, long long pos)
+{
+    int lo = 0, hi = n_contigs;
+    while (hi - lo > 1) {
+        const int mid = (lo + hi) >> 1;
+        if (contig_starts[mid] <= pos)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* does `key` occur at a position in [lo, hi]? lower bound of lo in its (position-sorted) bucket */
+__device__ __forceinline__ int occurs_within(const OFFSET_T *offsets, const unsigned int *positions,
+                                             unsigned int key, long long lo, long long hi)
+{
+    long long a = offsets[key], b = offsets[key + 1];
+    const long long end = b;
+    while (a < b) {
+        const long long mid = (a + b) >> 1;
+        if ((long long)positions[mid] < lo)
+            a = mid + 1;
+        else
+            b = mid;
+    }
+    return a < end && (long long)positions[a] <= hi;
+}
+
+extern "C" __global__ void seed_candidates(
+    const unsigned int *__restrict__ kmer_key, const uint8_t *__restrict__ kmer_flags,
+    const int *__restrict__ nk, const long long *__restrict__ kfirst, const int *__restrict__ row_e,
+    const long long *__restrict__ slot, const int row_begin, const int n_rows,
+    const OFFSET_T *__restrict__ offsets, const unsigned int *__restrict__ positions,
+    const long long *__restrict__ contig_starts, const int n_contigs,
+    int *__restrict__ out_contig, long long *__restrict__ out_lo, long long *__restrict__ out_hi,
+    int *__restrict__ n_diagonals, int *__restrict__ n_adjacent, int *__restrict__ n_bands)
+{
+    const int t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= n_rows)
+        return;
+    const int r = row_begin + t;
+    const int k = nk[r];
+    const int e = row_e[r];
+    const long long first = kfirst[r];
+
+    /* the chosen lists: read offset j*WS, cursor and end in `positions`, current head (contig, diagonal) */
+    long long cursor[MAX_SEL], end[MAX_SEL], head_diag[MAX_SEL];
+    int shift[MAX_SEL], head_contig[MAX_SEL];
+    int m = 0;
+    for (int j = 0; j < k && m < MAX_SEL; ++j) {
+        if (kmer_flags[first + j] & FLAG_CHOSEN) {
+            const unsigned int key = kmer_key[first + j];
+            cursor[m] = offsets[key];
+            end[m] = offsets[key + 1];
+            shift[m] = j * WS;
+            const long long pos = positions[cursor[m]];
+            head_contig[m] = contig_of(contig_starts, n_contigs, pos);
+            head_diag[m] = pos - shift[m];
+            ++m;
+        }
+    }
+
+    long long out = slot[t];
+    int diagonals = 0, adjacent = 0, bands = 0;
+    int have_band = 0, band_contig = -1;
+    long long band_lo = 0, band_hi = 0, band_id = 0, chain_first = 0, last_diag = 0;
+    int prev_contig = -1;
+    long long prev_diag = 0;
+    for (;;) {
+        int best = -1;
+        for (int s = 0; s < m; ++s) {
+            if (cursor[s] < end[s] &&
+                (best < 0 || head_contig[s] < head_contig[best] ||
+                 (head_contig[s] == head_contig[best] && head_diag[s] < head_diag[best])))
+                best = s;
+        }
+        if (best < 0)
+            break;
+        const int c = head_contig[best];
+        const long long d = head_diag[best];
+        if (++cursor[best] < end[best]) {
+            const long long pos = positions[cursor[best]];
+            head_contig[best] = contig_of(contig_starts, n_contigs, pos);
+            head_diag[best] = pos - shift[best];
+        }
+        if (c == prev_contig && d == prev_diag)
+            continue; /* the same diagonal from another k-mer */
+        prev_contig = c;
+        prev_diag = d;
+        ++diagonals;
+
+        int present = 0;
+        for (int j = 0; j < k; ++j) {
+            if (kmer_flags[first + j] & FLAG_N)
+                continue;
+            const long long target = d + (long long)j * WS;
+            present += occurs_within(offsets, positions, kmer_key[first + j], target - e, target + e);
+        }
+        if (k - present > e)
+            continue;
+        ++adjacent;
+
+        const int new_chain = !have_band || c != band_contig || d - last_diag > e;
+        if (new_chain)
+            chain_first = d;
+        const long long band = (d - chain_first) / (e + 1);
+        if (new_chain || band != band_id) {
+            if (have_band) {
+                out_contig[out] = band_contig;
+                out_lo[out] = band_lo;
+                out_hi[out] = band_hi;
+                ++out;
+                ++bands;
+            }
+            have_band = 1;
+            band_lo = d;
+            band_id = band;
+        }
+        band_contig = c;
+        band_hi = d;
+        last_diag = d;
+    }
+    if (have_band) {
+        out_contig[out] = band_contig;
+        out_lo[out] = band_lo;
+        out_hi[out] = band_hi;
+        ++bands;
+    }
+    n_diagonals[t] = diagonals;
+    n_adjacent[t] = adjacent;
+    n_bands[t] = bands;
+}
+
+extern "C" __global__ void seed_compact(
+    const long long *__restrict__ slot, const long long *__restrict__ dense, const int *__restrict__ n_bands,
+    const int row_begin, const int n_rows,
+    const int *__restrict__ in_contig, const long long *__restrict__ in_lo, const long long *__restrict__ in_hi,
+    int *__restrict__ row_out, int *__restrict__ contig_out, long long *__restrict__ lo_out,
+    long long *__restrict__ hi_out)
+{
+    const int t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= n_rows)
+        return;
+    for (int b = 0; b < n_bands[t]; ++b) {
+        const long long from = slot[t] + b, to = dense[t] + b;
+        row_out[to] = row_begin + t;
+        contig_out[to] = in_contig[from];
+        lo_out[to] = in_lo[from];
+        hi_out[to] = in_hi[from];
+    }
+}

@@ -1,0 +1,60 @@
+"""The cuda backend's seeding must return exactly the numpy seeder's candidates and counts, and its
+verification exactly edlib's mappings, including when rows are split into several launches. Each test runs
+the backend's own code twice: with its kernels on the CPU through tests/host_cuda.py (always, CI included)
+and on the GPU (`gpu`)."""
+import numpy as np
+import pytest
+
+import host_cuda
+from conftest import CHR22Q, MEASLES, READS, SHIGELLA
+from mapper.backends import cuda_mapping
+from mapper.index import load_index
+from mapper.pipeline import per_read_e
+from mapper.reads import read_batches
+from mapper.seeding import seed, strand_rows
+from mapper.verify import select_loci, verify
+
+
+@pytest.fixture(params=["host", pytest.param("gpu", marks=pytest.mark.gpu)])
+def backend(request, monkeypatch):
+    if request.param == "host":
+        monkeypatch.setattr(cuda_mapping, "cuda", host_cuda)
+    return cuda_mapping.CudaBackend()
+
+
+def batch_rows(reads, n, e=None):
+    batch = next(read_batches(reads, n))
+    return batch, strand_rows(batch.codes(), batch.starts, per_read_e(batch, e, reads))
+
+
+def same(a, b):
+    return all(np.array_equal(getattr(a, f), getattr(b, f)) for f in ("row", "contig", "lo", "hi"))
+
+
+@pytest.mark.parametrize("genome,reads,e", [
+    (MEASLES, READS / "measles_Hm2_HiSeq_R1.fastq.gz", None),
+    (SHIGELLA, READS / "shigella_dysenteriae_ERR6005894_R1.fastq.gz", None),
+    (SHIGELLA, READS / "shigella_dysenteriae_ERR6005894_R1.fastq.gz", 9),
+    (CHR22Q, None, 3),
+], ids=["measles", "shigella", "shigella-e9", "na12878"])
+@pytest.mark.parametrize("capacity", [1 << 25, 50], ids=["one-launch", "chunked"])
+def test_gpu_seeding_equals_numpy(backend, monkeypatch, index_dir, na12878_fastq, genome, reads, e, capacity):
+    monkeypatch.setattr(cuda_mapping, "BAND_CAPACITY", capacity)
+    index = load_index(genome, index_dir(genome))
+    batch, rows = batch_rows(reads or na12878_fastq, 600, e)
+    want, want_stats = seed(rows, index)
+    got, got_stats = backend.seed(rows, index)
+    assert len(want) > 100
+    assert same(got, want)
+    assert got_stats == want_stats
+
+
+def test_gpu_verification_equals_edlib(backend, index_dir):
+    index = load_index(SHIGELLA, index_dir(SHIGELLA))
+    batch, rows = batch_rows(READS / "shigella_dysenteriae_ERR6005894_R1.fastq.gz", 400, 8)
+    cands, _ = seed(rows, index)
+    want = select_loci(rows, verify(rows, cands, index.reference))
+    got = select_loci(rows, backend.verify(rows, cands, index.reference))
+    assert len(want) > 100
+    for f in ("row", "contig", "start", "end", "edits"):
+        assert np.array_equal(getattr(got, f), getattr(want, f)), f
