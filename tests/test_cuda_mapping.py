@@ -27,6 +27,6 @@ def test_cuda_sam_equals_cpu(gkmap, index_dir, tmp_path, genome, reads, filt):
                           "-o", outs[device], genome, reads)
         assert code == 0, err
         if device == "cuda":
-            assert "verify: cuda" in err and (filt == "none" or "filter: cuda" in err), err
+            assert "seed: cuda" in err and "verify: cuda" in err and (filt == "none" or "filter: cuda" in err), err
             print(err.strip().splitlines()[-1])
     assert body(outs["cpu"]) == body(outs["cuda"])
