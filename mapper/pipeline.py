@@ -6,7 +6,7 @@ Per batch:
 1. per-read e (`-e`, or ceil(0.04 L) clamped to CONVENTIONS.md's range); reads with more Ns than e are
    not seeded (they cannot map) and come out unmapped;
 2. seeding on both strands (seeding.py), giving verification windows;
-3. the pre-alignment filter (`--filter`) on each window, grouped by (L, e);
+3. the pre-alignment filter (`--filter`) on each window (mapper/filters/windows.py says what it sees);
 4. verification (edlib, or the backend's kernel) of the surviving windows, then one mapping per locus;
 5. `--best` / `-n`, CIGAR and MD (align.py, the same host routine for every backend), SAM in input order.
 """
@@ -20,9 +20,9 @@ import numpy as np
 from tqdm import tqdm
 
 from mapper.align import describe
-from mapper.alphabet import CODE_N
 from mapper.backends import get_backend
 from mapper.errors import UsageError
+from mapper.filters.windows import MODES as FILTER_MODES
 from mapper.index import open_index
 from mapper.options import MAX_E
 from mapper.outputs import atomic_output
@@ -91,47 +91,6 @@ def per_read_e(batch, fixed_e, reads_path):
     return np.minimum(np.minimum(rule, MAX_E), lengths // 4)
 
 
-def _gather(codes, start, end, width):
-    """uint8 [n, width]: codes[start_i : start_i + width], N (code 4) at and beyond end_i."""
-    pos = start[:, None] + np.arange(width)
-    out = codes[np.minimum(pos, len(codes) - 1)]
-    out[pos >= end[:, None]] = CODE_N
-    return out
-
-
-def filter_candidates(filt, faithful, rows, cands, reference):
-    """bool [len(cands)]: the windows the filter lets through. Calls the filter once per (L, e) group."""
-    keep = np.ones(len(cands), dtype=bool)
-    if filt is None or not len(cands):
-        return keep
-    length, e = rows.length[cands.row], rows.e[cands.row]
-    wstart, wend = cands.windows(rows, reference)
-    groups = length * (MAX_E + 1) + e
-    for g in np.unique(groups):
-        members = np.flatnonzero(groups == g)
-        L, E = int(length[members[0]]), int(e[members[0]])
-        reads = _gather(rows.codes, rows.start[cands.row[members]], np.full(len(members), len(rows.codes)), L)
-        if faithful:  # the published filter: the equal-length reference segment at the band's diagonal
-            start = cands.lo[members]
-            end = np.minimum(start + L, reference.ends[cands.contig[members]])
-            windows = _gather(reference.codes, np.maximum(start, 0), end, L)
-            windows[start < reference.starts[cands.contig[members]]] = CODE_N
-        else:  # windows padded with N to one width per group; N never matches, so padding keeps soundness
-            windows = _gather(reference.codes, wstart[members], wend[members], L + 3 * E)
-        accept, _ = filt(reads, windows, E)
-        keep[members] = accept
-    return keep
-
-
-def make_filter(name, device):
-    """The filter callable for --filter (None for 'none'), on the backend's device."""
-    if name == "none":
-        return None, False
-    from mapper.filters.gatekeeper import make_filter as make_gatekeeper
-    faithful = name == "gatekeeper-faithful"
-    return make_gatekeeper("faithful" if faithful else "improved", device), faithful
-
-
 @dataclass
 class BatchLoci:
     """Every locus found for one batch, in report order, before any --best / -n cap."""
@@ -142,7 +101,7 @@ class BatchLoci:
     nh: np.ndarray        # loci per read [n]
 
 
-def find_loci(batch, index, backend, filt, faithful, fixed_e, reads_path, counters):
+def find_loci(batch, index, backend, filter_mode, fixed_e, reads_path, counters):
     """Seeding, filter and verification of one batch (the mapping core); updates `counters`."""
     reference = index.reference
     e = per_read_e(batch, fixed_e, reads_path)
@@ -151,7 +110,7 @@ def find_loci(batch, index, backend, filt, faithful, fixed_e, reads_path, counte
         cands, stats = backend.seed(rows, index)
     counters.seeding.add(stats)
     with counters.timed("filter"):
-        keep = filter_candidates(filt, faithful, rows, cands, reference)
+        keep = backend.filter(filter_mode, rows, cands, reference)
     counters.filtered_out += int((~keep).sum())
     cands = cands.subset(keep)
     counters.verified += len(cands)
@@ -177,9 +136,9 @@ def cap_records(found, best, max_records):
     return loci.take(keep), read[keep], strand[keep]
 
 
-def map_batch(batch, index, backend, filt, faithful, opts, counters):
+def map_batch(batch, index, backend, filter_mode, opts, counters):
     """SAM text and unmapped-read indices of one batch; updates `counters`."""
-    found = find_loci(batch, index, backend, filt, faithful, opts.e, opts.reads, counters)
+    found = find_loci(batch, index, backend, filter_mode, opts.e, opts.reads, counters)
     loci, read, strand = cap_records(found, opts.best, opts.max_records)
     with counters.timed("align"):
         cigars, mds, nms = describe(found.rows, loci, index.reference)
@@ -200,15 +159,15 @@ def map_reads(opts):
     t0 = time.perf_counter()
     index = open_index(opts.reference, opts.ws, opts.index_dir)
     backend = get_backend(opts.device)
-    filt, faithful = make_filter(opts.filter, backend.name)
-    devices = dict(backend.devices, filter=backend.name if filt else "none")
+    filter_mode = FILTER_MODES[opts.filter]
+    devices = dict(backend.devices, filter=backend.name if filter_mode else "none")
     counters = Counters(stages=", ".join(f"{stage}: {devices[stage]}" for stage in ("seed", "filter", "verify")))
     progress = tqdm(unit=" reads", unit_scale=True, desc="mapping", file=sys.stderr,
                     disable=opts.quiet or not sys.stderr.isatty())
     with atomic_output(opts.output) as sam, atomic_output(opts.unmapped) if opts.unmapped else _no_file() as unmapped:
         sam.write(header(index.reference, opts.command_line))
         for batch in counters.timed_iter("parse", read_batches(opts.reads, opts.batch_size)):
-            text, unmapped_reads = map_batch(batch, index, backend, filt, faithful, opts, counters)
+            text, unmapped_reads = map_batch(batch, index, backend, filter_mode, opts, counters)
             with counters.timed("output"):
                 sam.write(text)
                 if unmapped is not None:

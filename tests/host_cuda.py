@@ -10,6 +10,7 @@ import functools
 import shutil
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
@@ -23,7 +24,17 @@ struct Dim { int x; };
 static Dim blockIdx{0}, blockDim{1}, threadIdx{0};
 extern "C" void gkmap_set_thread(int i) { threadIdx.x = i; }
 #define __global__
+#define __host__
 #define __device__
+static inline int __popc(unsigned int x) { return __builtin_popcount(x); }
+static inline int __popcll(unsigned long long x) { return __builtin_popcountll(x); }
+static inline unsigned int __brev(unsigned int x) {
+  x = ((x >> 1) & 0x55555555u) | ((x & 0x55555555u) << 1);
+  x = ((x >> 2) & 0x33333333u) | ((x & 0x33333333u) << 2);
+  x = ((x >> 4) & 0x0F0F0F0Fu) | ((x & 0x0F0F0F0Fu) << 4);
+  x = ((x >> 8) & 0x00FF00FFu) | ((x & 0x00FF00FFu) << 8);
+  return (x >> 16) | (x << 16);
+}
 #define __forceinline__ inline
 #define __restrict__
 #include "SOURCE"
@@ -87,3 +98,15 @@ def from_device(buffer, shape, dtype):
 
 def launch(kernel, n, *args):
     kernel.run(n, args)
+
+
+class Timer:
+    """Wall time of the block (the device layer times with CUDA events)."""
+
+    def __enter__(self):
+        self._start = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc):
+        self.seconds = time.perf_counter() - self._start
+        return False

@@ -18,7 +18,9 @@ from mapper.verify import select_loci, verify
 @pytest.fixture(params=["host", pytest.param("gpu", marks=pytest.mark.gpu)])
 def backend(request, monkeypatch):
     if request.param == "host":
+        from mapper.filters import _gpu
         monkeypatch.setattr(cuda_mapping, "cuda", host_cuda)
+        monkeypatch.setattr(_gpu, "cuda", host_cuda)
     return cuda_mapping.CudaBackend()
 
 
@@ -38,10 +40,10 @@ def same(a, b):
     (CHR22Q, None, 3),
 ], ids=["measles", "shigella", "shigella-e9", "na12878"])
 @pytest.mark.parametrize("capacity", [1 << 25, 50], ids=["one-launch", "chunked"])
-def test_gpu_seeding_equals_numpy(backend, monkeypatch, index_dir, na12878_fastq, genome, reads, e, capacity):
+def test_gpu_seeding_equals_numpy(backend, monkeypatch, request, index_dir, genome, reads, e, capacity):
     monkeypatch.setattr(cuda_mapping, "BAND_CAPACITY", capacity)
     index = load_index(genome, index_dir(genome))
-    batch, rows = batch_rows(reads or na12878_fastq, 600, e)
+    batch, rows = batch_rows(reads or request.getfixturevalue("na12878_fastq"), 600, e)
     want, want_stats = seed(rows, index)
     got, got_stats = backend.seed(rows, index)
     assert len(want) > 100
@@ -58,3 +60,16 @@ def test_gpu_verification_equals_edlib(backend, index_dir):
     assert len(want) > 100
     for f in ("row", "contig", "start", "end", "edits"):
         assert np.array_equal(getattr(got, f), getattr(want, f)), f
+
+
+@pytest.mark.parametrize("mode", ["improved", "faithful"])
+@pytest.mark.parametrize("e", [None, 9])
+def test_gpu_filter_equals_cpu(backend, index_dir, mode, e):
+    """The filter stage on the GPU (windows gathered from the resident genome) decides as the cpu one."""
+    from mapper.backends.cpu import CpuBackend
+    index = load_index(SHIGELLA, index_dir(SHIGELLA))
+    batch, rows = batch_rows(READS / "shigella_dysenteriae_ERR6005894_R1.fastq.gz", 500, e)
+    cands, _ = seed(rows, index)
+    want = CpuBackend().filter(mode, rows, cands, index.reference)
+    assert 0 < want.sum() < len(want)
+    assert np.array_equal(backend.filter(mode, rows, cands, index.reference), want)

@@ -23,6 +23,11 @@ class Backend(abc.ABC):
         """StrandRows, KmerIndex -> (seeding.Candidates, seeding.SeedStats)."""
 
     @abc.abstractmethod
+    def filter(self, mode, rows, cands, reference):
+        """bool [len(cands)]: the candidate windows the GateKeeper filter in `mode` ('improved', 'faithful';
+        None: keep all) lets through, on the inputs mapper/filters/windows.py defines."""
+
+    @abc.abstractmethod
     def verify(self, rows, cands, reference):
         """StrandRows, Candidates, Reference -> verify.Mappings (all best ends per window, <= e edits)."""
 

@@ -13,6 +13,7 @@ import numpy as np
 
 from mapper.backends import cuda
 from mapper.backends.base import Backend
+from mapper.filters import windows
 from mapper.seeding import Candidates, SeedStats, ragged_arange
 from mapper.verify import Mappings, verify as host_verify
 
@@ -28,6 +29,8 @@ class CudaBackend(Backend):
         self._genome_of = None
         self._index = None
         self._index_of = None
+        self._rows = None
+        self._rows_of = None
         self.host_redone = 0  # windows with more than MAX_ENDS optimal ends, verified on the host
 
     def _resident_index(self, index):
@@ -52,7 +55,7 @@ class CudaBackend(Backend):
         d_nk, d_kfirst, d_e = cuda.to_device(nk), cuda.to_device(kfirst), cuda.to_device(rows.e.astype(np.int32))
         key, size, flags = cuda.empty(4 * n_kmers), cuda.empty(8 * n_kmers), cuda.empty(n_kmers)
         row_hits = cuda.empty(8 * n_rows)
-        cuda.launch(kernel("seed_select"), n_rows, cuda.to_device(rows.codes), cuda.to_device(rows.start.astype(np.int64)),
+        cuda.launch(kernel("seed_select"), n_rows, self._rows_on_device(rows), cuda.to_device(rows.start.astype(np.int64)),
                     d_nk, d_kfirst, d_e, np.int32(n_rows), offsets, key, size, flags, row_hits)
         hits = cuda.from_device(row_hits, (n_rows,), np.int64)
         stats = SeedStats(kmers=n_kmers, hits=int(hits.sum()),
@@ -89,13 +92,40 @@ class CudaBackend(Backend):
             self._genome_of = reference
         return self._genome
 
+    def filter(self, mode, rows, cands, reference):
+        """GateKeeper on the GPU: reads and windows gathered there (kernels/gather.cu) from the resident genome
+        and this batch's rows, encoded and filtered there; only the decisions come back."""
+        keep = np.ones(len(cands), dtype=bool)
+        if mode is None:
+            return keep
+        from mapper.filters._gpu import GpuGateKeeper
+        gk = GpuGateKeeper()
+        genome, reads = self._resident_genome(reference), self._rows_on_device(rows)
+        for members, L, e in windows.groups(rows, cands):
+            n = len(members)
+            read_start = rows.start[cands.row[members]]
+            read_rows = _gather(reads, read_start, read_start, read_start + L, L)
+            ref_rows = _gather(genome, *windows.spans(mode, rows, cands, reference, members, L, e))
+            if mode == "improved":
+                keep[members] = gk.improved_device(read_rows, ref_rows, n, L, L + 3 * e, e)[0]
+            else:
+                keep[members] = gk.faithful_device(ref_rows, read_rows, n, L, e)[0]
+        return keep
+
+    def _rows_on_device(self, rows):
+        """This batch's strand-row codes in device memory (one upload per batch, shared by the stages)."""
+        if self._rows_of is not rows:
+            self._rows = cuda.to_device(rows.codes)
+            self._rows_of = rows
+        return self._rows
+
     def verify(self, rows, cands, reference):
         n = len(cands)
         if n == 0:
             return host_verify(rows, cands, reference)
         wstart, wend = cands.windows(rows, reference)
         best, n_ends, ends, starts = verify_windows(
-            self._resident_genome(reference), rows.codes, rows.start[cands.row], rows.length[cands.row],
+            self._resident_genome(reference), self._rows_on_device(rows), rows.start[cands.row], rows.length[cands.row],
             rows.e[cands.row], wstart, wend - wstart)
         overflow = n_ends > MAX_ENDS
         self.host_redone += int(overflow.sum())
@@ -122,17 +152,29 @@ def _chunks(hits, capacity):
         begin = end
 
 
+def _gather(codes, start, lo, hi, width):
+    """Device ASCII rows [n, width] of a device code array (kernels/gather.cu; N outside [lo, hi))."""
+    n = len(start)
+    out = cuda.empty(n * width)
+    cuda.launch(cuda.function("gather.cu", "gather_ascii"), n * width, codes,
+                *(cuda.to_device(np.asarray(a, dtype=np.int64)) for a in (start, lo, hi)),
+                np.int32(width), np.int64(n * width), out)
+    return out
+
+
 def verify_windows(genome, reads, read_start, read_len, max_e, win_start, win_len):
     """Launch kernels/myers.cu on n windows. `genome` is a device buffer or host codes, `reads` host codes.
     Returns host arrays best [n], n_ends [n], ends [MAX_ENDS, n], starts [MAX_ENDS, n] (window-relative)."""
     n = len(read_start)
     if isinstance(genome, np.ndarray):
         genome = cuda.to_device(genome.astype(np.uint8, copy=False))
+    if isinstance(reads, np.ndarray):
+        reads = cuda.to_device(reads.astype(np.uint8, copy=False))
     words = max(1, -(-int(np.max(read_len)) // 64))
     kernel = cuda.function("myers.cu", "verify_windows", MAX_WORDS=words, MAX_ENDS=MAX_ENDS)
     best, n_ends = cuda.empty(4 * n), cuda.empty(4 * n)
     ends, starts = cuda.empty(4 * MAX_ENDS * n), cuda.empty(4 * MAX_ENDS * n)
-    cuda.launch(kernel, n, genome, cuda.to_device(reads.astype(np.uint8, copy=False)),
+    cuda.launch(kernel, n, genome, reads,
                 cuda.to_device(read_start.astype(np.int64)), cuda.to_device(read_len.astype(np.int32)),
                 cuda.to_device(max_e.astype(np.int32)), cuda.to_device(win_start.astype(np.int64)),
                 cuda.to_device(win_len.astype(np.int32)), np.int32(n), best, n_ends, ends, starts)

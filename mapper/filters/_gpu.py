@@ -64,6 +64,19 @@ class GpuGateKeeper:
             return self._faithful([shifted2, fixed2, undefined1, undefined2], len(shifted[s]), shifted.shape[1], e)
         return self._batches(len(shifted), run)
 
+    # -- rows already in device memory (the mapper's cuda backend gathers them from the resident genome) -----
+    def improved_device(self, reads, windows, n, L, W, e):
+        """Device ASCII rows, row-major: reads [n, L], windows [n, W] (read anywhere in the window)."""
+        read2, readn, _ = self._encode_device(reads, n, L, lower_is_n=False)
+        win2, winn, _ = self._encode_device(windows, n, W, lower_is_n=False)
+        return self._improved([read2, readn, win2, winn], n, L, W, e, "infix")
+
+    def faithful_device(self, segments, reads, n, L, e):
+        """Device ASCII rows [n, L]: the segments are the shifted strings (column 1), the reads column 2."""
+        seg2, _, undefined1 = self._encode_device(segments, n, L, lower_is_n=True)
+        read2, _, undefined2 = self._encode_device(reads, n, L, lower_is_n=True)
+        return self._faithful([seg2, read2, undefined1, undefined2], n, L, e)
+
     # -- plumbing --------------------------------------------------------------------------------------------
     def _batches(self, n, run):
         accept = np.zeros(n, dtype=bool)
@@ -76,8 +89,12 @@ class GpuGateKeeper:
     def _encode(self, ascii_rows, lower_is_n):
         """ASCII uint8 [n, m] -> device 2-bit words, N masks and per-row any-N flags (encode_rows)."""
         n, m = ascii_rows.shape
+        return self._encode_device(cuda.to_device(ascii_rows), n, m, lower_is_n)
+
+    def _encode_device(self, ascii_rows, n, m, lower_is_n):
+        """The same for n rows of m letters already in device memory, row-major."""
         words2, nmask, any_n = cuda.empty(4 * n * -(-m // 16)), cuda.empty(4 * n * -(-m // 32)), cuda.empty(n)
-        cuda.launch(cuda.function(SOURCE, "encode_rows", GK_KERNEL=ENCODER), n, cuda.to_device(ascii_rows),
+        cuda.launch(cuda.function(SOURCE, "encode_rows", GK_KERNEL=ENCODER), n, ascii_rows,
                     np.int32(m), np.int32(m), np.int32(n), np.int32(lower_is_n), words2, nmask, any_n)
         return words2, nmask, any_n
 

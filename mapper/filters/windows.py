@@ -1,0 +1,45 @@
+"""What a pre-alignment filter sees of the mapper's candidates (mapper/filters/__init__.py's interface):
+candidates grouped by (read length L, threshold e), and for each group the read on its strand and
+
+- improved GateKeeper: the verification window [lo - e, hi + L + e] of the contig, padded with N to one
+  width, L + 3e, per group (N never matches, so padding keeps the filter sound);
+- faithful (published) GateKeeper: the L reference bases at the band's first diagonal, the string the
+  published filter shifts (N outside the contig: the published program passes such a pair undefined).
+
+Both backends use these definitions: the cpu backend gathers on the host (`host_rows`), the cuda backend
+gathers the same letters on the GPU from the resident genome (kernels/gather.cu).
+"""
+import numpy as np
+
+from mapper.alphabet import CODE_N
+from mapper.options import MAX_E
+
+MODES = {"none": None, "gatekeeper": "improved", "gatekeeper-faithful": "faithful"}
+
+
+def groups(rows, cands):
+    """Yield (members, L, e): indices of the candidates whose read has length L and threshold e."""
+    length, e = rows.length[cands.row], rows.e[cands.row]
+    key = length * (MAX_E + 1) + e
+    for g in np.unique(key):
+        members = np.flatnonzero(key == g)
+        yield members, int(length[members[0]]), int(e[members[0]])
+
+
+def spans(mode, rows, cands, reference, members, L, e):
+    """(start, lo, hi, width) of the reference rows the filter compares: position start_i + j is shown when
+    lo_i <= it < hi_i, else N."""
+    contig = cands.contig[members]
+    if mode == "faithful":
+        start = cands.lo[members]
+        return start, reference.starts[contig], np.minimum(start + L, reference.ends[contig]), L
+    wstart, wend = cands.windows(rows, reference)
+    return wstart[members], wstart[members], wend[members], L + 3 * e
+
+
+def host_rows(codes, start, lo, hi, width):
+    """uint8 codes [n, width]: codes[start_i + j] where lo_i <= start_i + j < hi_i, else N."""
+    pos = start[:, None] + np.arange(width)
+    out = codes[np.clip(pos, 0, len(codes) - 1)]
+    out[(pos < lo[:, None]) | (pos >= hi[:, None])] = CODE_N
+    return out
