@@ -7,6 +7,7 @@ from mapper.errors import UsageError
 MAX_E = 25
 FILTERS = ("none", "gatekeeper", "gatekeeper-faithful")
 DEVICES = ("auto", "cpu", "cuda")
+PAIRED = {"pe": "FR", "mp": "RF"}  # --pe: Illumina paired-end (mates face each other); --mp: mate pair
 
 
 @dataclass
@@ -25,6 +26,12 @@ class MapOptions:
     batch_size: int = 100_000
     quiet: bool = False
     command_line: str = "gkmap map"
+    paired: str = None          # None (single-end), "pe" or "mp" (PAIRED)
+    reads2: str = None          # the R2 file of --pe / --mp
+    min_insert: int = None      # --min / --max: TLEN range of a concordant pair (None: estimated)
+    max_insert: int = None
+    max_oea: int = 100          # --maxoea: an anchor with more loci is left out of OUT_OEA.sam (mrFAST's)
+    max_dis: int = 300          # --maxdis: at most this many DIVET lines per read pair (mrFAST's)
 
     def check(self):
         if self.e is not None and not 0 <= self.e <= MAX_E:
@@ -37,4 +44,27 @@ class MapOptions:
             raise UsageError(f"-n must be at least 1, not {self.max_records}")
         if self.batch_size < 1:
             raise UsageError(f"--batch-size must be at least 1, not {self.batch_size}")
+        self._check_paired()
         return self
+
+    def _check_paired(self):
+        if self.paired is None:
+            if self.reads2 is not None:
+                raise UsageError("two reads files need --pe or --mp (paired-end or mate-pair)")
+            if (self.min_insert, self.max_insert) != (None, None):
+                raise UsageError("--min/--max need --pe or --mp")
+            return
+        if self.paired not in PAIRED:
+            raise UsageError(f"paired mode must be one of {', '.join(PAIRED)}, not {self.paired!r}")
+        if self.reads2 is None:
+            raise UsageError(f"--{self.paired} needs two reads files, R1 and R2")
+        if self.output in (None, "-"):
+            raise UsageError(f"--{self.paired} needs -o OUT.sam: OUT_OEA.sam and OUT_DIVET.vh are named from it")
+        if self.unmapped is not None:
+            raise UsageError(f"--unmapped is for single-end reads; with --{self.paired} unmapped mates are in the SAM")
+        for flag, value in (("--min", self.min_insert), ("--max", self.max_insert),
+                            ("--maxoea", self.max_oea), ("--maxdis", self.max_dis)):
+            if value is not None and value < 0:
+                raise UsageError(f"{flag} must be at least 0, not {value}")
+        if None not in (self.min_insert, self.max_insert) and self.min_insert > self.max_insert:
+            raise UsageError(f"--min {self.min_insert} is more than --max {self.max_insert}")

@@ -153,17 +153,30 @@ def map_batch(batch, index, backend, filter_mode, opts, counters):
     return text, np.flatnonzero(nh == 0)
 
 
-def map_reads(opts):
-    """Run `gkmap map` with MapOptions; returns the Counters."""
-    opts.check()
-    t0 = time.perf_counter()
+def open_mapping(opts):
+    """(index, backend, filter mode, Counters) of a run: what single-end and paired runs set up alike."""
     index = open_index(opts.reference, opts.ws, opts.index_dir)
     backend = get_backend(opts.device)
     filter_mode = FILTER_MODES[opts.filter]
     devices = dict(backend.devices, filter=backend.name if filter_mode else "none")
     counters = Counters(stages=", ".join(f"{stage}: {devices[stage]}" for stage in ("seed", "filter", "verify")))
-    progress = tqdm(unit=" reads", unit_scale=True, desc="mapping", file=sys.stderr,
-                    disable=opts.quiet or not sys.stderr.isatty())
+    return index, backend, filter_mode, counters
+
+
+def progress_bar(opts, unit):
+    return tqdm(unit=unit, unit_scale=True, desc="mapping", file=sys.stderr,
+                disable=opts.quiet or not sys.stderr.isatty())
+
+
+def map_reads(opts):
+    """Run `gkmap map` with MapOptions; returns the Counters (paired.PairCounters with --pe/--mp)."""
+    opts.check()
+    if opts.paired:
+        from mapper.paired import map_pairs  # paired.py builds on this module
+        return map_pairs(opts)
+    t0 = time.perf_counter()
+    index, backend, filter_mode, counters = open_mapping(opts)
+    progress = progress_bar(opts, " reads")
     with atomic_output(opts.output) as sam, atomic_output(opts.unmapped) if opts.unmapped else _no_file() as unmapped:
         sam.write(header(index.reference, opts.command_line))
         for batch in counters.timed_iter("parse", read_batches(opts.reads, opts.batch_size)):

@@ -2,6 +2,7 @@
 import shlex
 import sys
 
+from mapper.errors import UsageError
 from mapper.options import DEVICES, FILTERS, MapOptions
 from mapper.pipeline import map_reads
 
@@ -11,7 +12,8 @@ HELP = "map reads to every locus within e edits (SAM output)"
 def add_arguments(parser):
     d = MapOptions("", "")
     parser.add_argument("reference", metavar="REF.fa", help="reference FASTA; indexed first if it has no index")
-    parser.add_argument("reads", metavar="READS.fq", help="reads, FASTQ or FASTA, plain or gzip")
+    parser.add_argument("reads", metavar="READS.fq", nargs="+",
+                        help="reads, FASTQ or FASTA, plain or gzip; with --pe/--mp two files, R1 and R2")
     g = parser.add_argument_group("mapping")
     g.add_argument("-e", type=int, default=d.e, metavar="E",
                    help="edit distance threshold for every read (default: ceil(0.04 x read length) per read)")
@@ -24,12 +26,31 @@ def add_arguments(parser):
     o.add_argument("-o", "--output", metavar="OUT.sam", default=d.output, help="SAM file (default: stdout)")
     o.add_argument("--unmapped", metavar="FILE", default=d.unmapped, help="also write unmapped reads (FASTQ/FASTA)")
     o.add_argument("--best", action="store_true", help="report only the loci with the fewest edits")
-    o.add_argument("-n", type=int, default=d.max_records, metavar="N", help="at most N records per read")
+    o.add_argument("-n", type=int, default=d.max_records, metavar="N",
+                   help="at most N records per read (with --pe/--mp: at most N best pairs per read pair)")
+    p = parser.add_argument_group("paired-end (docs/paired.md)")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--pe", dest="paired", action="store_const", const="pe",
+                      help="paired-end reads R1 R2, mates facing each other (FR)")
+    mode.add_argument("--mp", dest="paired", action="store_const", const="mp",
+                      help="mate-pair reads R1 R2, mates facing away (RF)")
+    p.add_argument("--min", type=int, default=d.min_insert, metavar="MIN",
+                   help="smallest TLEN of a concordant pair (default: estimated from the first pairs)")
+    p.add_argument("--max", type=int, default=d.max_insert, metavar="MAX",
+                   help="largest TLEN of a concordant pair (default: estimated from the first pairs)")
+    p.add_argument("--maxoea", type=int, default=d.max_oea, help="anchors with more loci stay out of OUT_OEA.sam")
+    p.add_argument("--maxdis", type=int, default=d.max_dis, help="at most this many OUT_DIVET.vh lines per pair")
 
 
 def run(args):
+    wanted = 2 if args.paired else 1
+    if len(args.reads) != wanted:
+        raise UsageError(f"{len(args.reads)} reads files given, expected {wanted}"
+                         + (f" (R1 and R2 with --{args.paired})" if args.paired else " (two need --pe or --mp)"))
     opts = MapOptions(
-        reference=args.reference, reads=args.reads, e=args.e, ws=args.ws, filter=args.filter,
+        reference=args.reference, reads=args.reads[0], reads2=args.reads[1] if args.paired else None,
+        paired=args.paired, min_insert=args.min, max_insert=args.max, max_oea=args.maxoea, max_dis=args.maxdis,
+        e=args.e, ws=args.ws, filter=args.filter,
         device=args.device, output=args.output, unmapped=args.unmapped, best=args.best,
         max_records=args.n, index_dir=args.index, batch_size=args.batch_size, quiet=args.quiet,
         command_line=shlex.join(["gkmap"] + sys.argv[1:]) if sys.argv else "gkmap map",

@@ -1,0 +1,87 @@
+"""DIVET output (OUT_DIVET.vh): the discordant mate combinations, one line each, in the columns mrFAST writes
+and VariationHunter reads (whitespace-separated, 13 columns):
+
+    1 read pair name    2 contig of mate 1   3 start of mate 1 (1-based)   4 its end (1-based, inclusive)
+    5 strand of mate 1 (F/R)                 6 contig of mate 2, or '=' when it is mate 1's
+    7 start of mate 2   8 its end            9 strand of mate 2 (F/R)
+    10 mapping type: D deletion (TLEN > MAX), I insertion (TLEN < MIN), V inversion (mates on one strand),
+       E everted (mates facing away from the library's orientation: tandem duplication),
+       T translocation (mates on two contigs)
+    11 edit distance of mate 1 + mate 2      12 mean base quality of the pair (Phred, both mates, rounded)
+    13 probability of the two mappings, the product of their `mapping_probabilities` (printf's %e)
+
+Differences from mrFAST, which maps one chromosome at a time and assumes one read length: mrFAST never
+writes T lines (gkmap names the second contig in column 6, as VariationHunter expects); the ends are those
+of the mappings (mrFAST: start + read length - 1); the columns keep R1 and R2 apart (mate 1 is R1), and F/R
+is each mate's own strand on the reference.
+"""
+import re
+
+import numpy as np
+
+INDEL_FACTOR = 0.0003        # per inserted or deleted base (mrFAST: indel rate 1e-4 + Illumina indel errors 2e-4)
+MISMATCH_FLOOR = 0.001       # a mismatch costs 0.001 + its base's error probability 10^(-Q/10)
+PHRED_OFFSET = 33
+_CIGAR = re.compile(r"(\d+)([MID])")
+_MD = re.compile(r"(\d+)|\^[A-Z]+|([A-Z])")
+
+
+def _probability(cigar, md, phred):
+    """mrFAST's score of one mapping: 0.0003 per indel base times, per mismatched base (N included),
+    0.001 + 10^(-Q/10) with Q that base's quality. `phred` lists the read's qualities on its mapped strand."""
+    columns, q, indels = [], 0, 0   # read offset of each M column, in reference order
+    for n, op in _CIGAR.findall(cigar):
+        n = int(n)
+        if op == "M":
+            columns.extend(range(q, q + n))
+        if op != "D":
+            q += n
+        if op != "M":
+            indels += n
+    p, column = INDEL_FACTOR ** indels, 0
+    for matches, mismatch in _MD.findall(md):
+        if matches:
+            column += int(matches)
+        elif mismatch:
+            p *= MISMATCH_FLOOR + 10.0 ** (-phred[columns[column]] / 10)
+            column += 1
+    return p
+
+
+def mapping_probabilities(mate, idx, described):
+    """float [len(idx)]: `_probability` of the loci `idx` of a paired.Mate (FASTA reads count as Q0)."""
+    batch, out = mate.batch, np.ones(len(idx))
+    read, reverse = mate.read[idx].tolist(), mate.strand[idx].tolist()
+    qual = batch.qual if batch.qual is not None else np.full(len(batch.seq), PHRED_OFFSET, np.uint8)
+    for i, (k, r, rv) in enumerate(zip(described.at(idx), read, reverse)):
+        phred = qual[batch.starts[r]:batch.starts[r + 1]].astype(np.int64) - PHRED_OFFSET
+        out[i] = _probability(described.cigars[k], described.mds[k], (phred[::-1] if rv else phred).tolist())
+    return out
+
+
+def mean_qualities(b1, b2):
+    """float [n]: mean Phred quality over both mates of each pair (0 for FASTA input)."""
+    if b1.qual is None or b2.qual is None:
+        return np.zeros(len(b1))
+    total = np.zeros(len(b1))
+    for batch in (b1, b2):
+        cumulative = np.concatenate([[0], np.cumsum(batch.qual, dtype=np.int64)])
+        total += cumulative[batch.starts[1:]] - cumulative[batch.starts[:-1]]
+    length = b1.lengths + b2.lengths
+    return np.where(length > 0, total / np.maximum(length, 1) - PHRED_OFFSET, 0.0)
+
+
+def divet_text(qnames, reference, m1, a, m2, b, letters, codes, probabilities, quality):
+    """DIVET lines for the combinations (locus a of mate 1, locus b of mate 2) with type `letters[codes]`."""
+    pair = m1.read[a]
+    c1, c2 = m1.contig[a], m2.contig[b]
+    s1, s2 = m1.start[a] - reference.starts[c1], m2.start[b] - reference.starts[c2]
+    e1, e2 = m1.end[a] - reference.starts[c1], m2.end[b] - reference.starts[c2]
+    names = reference.names
+    return "".join(
+        f"{qnames[p]}\t{names[x1]}\t{y1 + 1}\t{z1}\t{'R' if r1 else 'F'}\t{'=' if x1 == x2 else names[x2]}\t"
+        f"{y2 + 1}\t{z2}\t{'R' if r2 else 'F'}\t{letters[t]}\t{d}\t{q:.0f}\t{pr:e}\n"
+        for p, x1, y1, z1, r1, x2, y2, z2, r2, t, d, q, pr in zip(
+            pair.tolist(), c1.tolist(), s1.tolist(), e1.tolist(), m1.strand[a].tolist(), c2.tolist(), s2.tolist(),
+            e2.tolist(), m2.strand[b].tolist(), codes.tolist(), (m1.edits[a] + m2.edits[b]).tolist(),
+            quality[pair].tolist(), (probabilities[0] * probabilities[1]).tolist()))
