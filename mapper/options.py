@@ -20,6 +20,7 @@ class MapOptions:
     device: str = "auto"
     output: str = None          # None: stdout
     unmapped: str = None
+    dump_candidates: str = None  # write the candidate pairs before the filter (pair format)
     best: bool = False
     max_records: int = None     # -n
     index_dir: str = None
@@ -62,6 +63,8 @@ class MapOptions:
             raise UsageError(f"--{self.paired} needs -o OUT.sam: OUT_OEA.sam and OUT_DIVET.vh are named from it")
         if self.unmapped is not None:
             raise UsageError(f"--unmapped is for single-end reads; with --{self.paired} unmapped mates are in the SAM")
+        if self.dump_candidates is not None:
+            raise UsageError(f"--dump-candidates is for single-end reads, not --{self.paired}")
         for flag, value in (("--min", self.min_insert), ("--max", self.max_insert),
                             ("--maxoea", self.max_oea), ("--maxdis", self.max_dis)):
             if value is not None and value < 0:

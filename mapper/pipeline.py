@@ -22,7 +22,7 @@ from tqdm import tqdm
 from mapper.align import describe
 from mapper.backends import get_backend
 from mapper.errors import UsageError
-from mapper.filters.windows import MODES as FILTER_MODES
+from mapper.filters.windows import MODES as FILTER_MODES, candidate_pairs
 from mapper.index import open_index
 from mapper.options import MAX_E
 from mapper.outputs import atomic_output
@@ -101,14 +101,18 @@ class BatchLoci:
     nh: np.ndarray        # loci per read [n]
 
 
-def find_loci(batch, index, backend, filter_mode, fixed_e, reads_path, counters):
-    """Seeding, filter and verification of one batch (the mapping core); updates `counters`."""
+def find_loci(batch, index, backend, filter_mode, fixed_e, reads_path, counters, dump=None):
+    """Seeding, filter and verification of one batch (the mapping core); updates `counters`. With `dump`
+    (a text file), the candidates are also written there as pairs, before the filter (--dump-candidates)."""
     reference = index.reference
     e = per_read_e(batch, fixed_e, reads_path)
     rows = strand_rows(batch.codes(), batch.starts, e)
     with counters.timed("seed"):
         cands, stats = backend.seed(rows, index)
     counters.seeding.add(stats)
+    if dump is not None:
+        with counters.timed("output"):
+            dump.write(candidate_pairs(rows, cands, reference))
     with counters.timed("filter"):
         keep = backend.filter(filter_mode, rows, cands, reference)
     counters.filtered_out += int((~keep).sum())
@@ -136,9 +140,9 @@ def cap_records(found, best, max_records):
     return loci.take(keep), read[keep], strand[keep]
 
 
-def map_batch(batch, index, backend, filter_mode, opts, counters):
+def map_batch(batch, index, backend, filter_mode, opts, counters, dump=None):
     """SAM text and unmapped-read indices of one batch; updates `counters`."""
-    found = find_loci(batch, index, backend, filter_mode, opts.e, opts.reads, counters)
+    found = find_loci(batch, index, backend, filter_mode, opts.e, opts.reads, counters, dump)
     loci, read, strand = cap_records(found, opts.best, opts.max_records)
     with counters.timed("align"):
         cigars, mds, nms = describe(found.rows, loci, index.reference)
@@ -177,10 +181,13 @@ def map_reads(opts):
     t0 = time.perf_counter()
     index, backend, filter_mode, counters = open_mapping(opts)
     progress = progress_bar(opts, " reads")
-    with atomic_output(opts.output) as sam, atomic_output(opts.unmapped) if opts.unmapped else _no_file() as unmapped:
+    with contextlib.ExitStack() as outputs:
+        optional = lambda path: outputs.enter_context(atomic_output(path)) if path else None
+        sam = outputs.enter_context(atomic_output(opts.output))
+        unmapped, dump = optional(opts.unmapped), optional(opts.dump_candidates)
         sam.write(header(index.reference, opts.command_line))
         for batch in counters.timed_iter("parse", read_batches(opts.reads, opts.batch_size)):
-            text, unmapped_reads = map_batch(batch, index, backend, filter_mode, opts, counters)
+            text, unmapped_reads = map_batch(batch, index, backend, filter_mode, opts, counters, dump)
             with counters.timed("output"):
                 sam.write(text)
                 if unmapped is not None:
@@ -191,10 +198,3 @@ def map_reads(opts):
     log.info("%s", counters.summary())
     return counters
 
-
-class _no_file:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc):
-        return False

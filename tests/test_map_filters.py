@@ -50,3 +50,21 @@ def test_batch_size_changes_nothing(gkmap, index_dir, tmp_path, shigella_reads, 
     base = run_map(gkmap, index_dir, tmp_path, shigella_reads)
     other = run_map(gkmap, index_dir, tmp_path, shigella_reads, "--batch-size", batch)
     assert body(base) == body(other)
+
+
+def test_dump_candidates_feeds_gkmap_filter(gkmap, index_dir, tmp_path, shigella_reads):
+    """--dump-candidates writes one pair per candidate window; the published filter run on that file by
+    `gkmap filter` accepts exactly the windows the mapper's faithful filter let through."""
+    dump = tmp_path / "cands.txt"
+    code, err = gkmap("map", "-e", "6", "--filter", "gatekeeper-faithful", "--index", index_dir(SHIGELLA),
+                      "--dump-candidates", dump, "-o", tmp_path / "o.sam", SHIGELLA, shigella_reads)
+    assert code == 0, err
+    windows = int(err.split(" candidate windows")[0].rsplit("; ", 1)[1])
+    verified = int(err.split(" verified")[0].rsplit(", ", 1)[1])
+    lines = dump.read_text().splitlines()
+    assert len(lines) == windows > 1000
+    assert all(len(a) == len(b) == 150 for a, b in (l.split("\t") for l in lines))
+    decisions = tmp_path / "decisions.tsv"
+    assert gkmap("filter", "--quiet", "--mode", "faithful", "-e", "6", "--device", "cpu", "-o", decisions, dump)[0] == 0
+    accepted = sum(l.split("\t")[0] == "1" for l in decisions.read_text().splitlines())
+    assert accepted == verified < windows

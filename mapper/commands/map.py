@@ -25,6 +25,8 @@ def add_arguments(parser):
     o = parser.add_argument_group("output")
     o.add_argument("-o", "--output", metavar="OUT.sam", default=d.output, help="SAM file (default: stdout)")
     o.add_argument("--unmapped", metavar="FILE", default=d.unmapped, help="also write unmapped reads (FASTQ/FASTA)")
+    o.add_argument("--dump-candidates", metavar="FILE", default=d.dump_candidates,
+                   help="also write every candidate before the filter as a pair line '<reference segment>\\t<read>'")
     o.add_argument("--best", action="store_true", help="report only the loci with the fewest edits")
     o.add_argument("-n", type=int, default=d.max_records, metavar="N",
                    help="at most N records per read (with --pe/--mp: at most N best pairs per read pair)")
@@ -51,7 +53,7 @@ def run(args):
         reference=args.reference, reads=args.reads[0], reads2=args.reads[1] if args.paired else None,
         paired=args.paired, min_insert=args.min, max_insert=args.max, max_oea=args.maxoea, max_dis=args.maxdis,
         e=args.e, ws=args.ws, filter=args.filter,
-        device=args.device, output=args.output, unmapped=args.unmapped, best=args.best,
+        device=args.device, output=args.output, unmapped=args.unmapped, dump_candidates=args.dump_candidates, best=args.best,
         max_records=args.n, index_dir=args.index, batch_size=args.batch_size, quiet=args.quiet,
         command_line=shlex.join(["gkmap"] + sys.argv[1:]) if sys.argv else "gkmap map",
     )

@@ -11,7 +11,7 @@ gathers the same letters on the GPU from the resident genome (kernels/gather.cu)
 """
 import numpy as np
 
-from mapper.alphabet import CODE_N
+from mapper.alphabet import CODE_N, READ_ASCII
 from mapper.options import MAX_E
 
 MODES = {"none": None, "gatekeeper": "improved", "gatekeeper-faithful": "faithful"}
@@ -43,3 +43,21 @@ def host_rows(codes, start, lo, hi, width):
     out = codes[np.clip(pos, 0, len(codes) - 1)]
     out[(pos < lo[:, None]) | (pos >= hi[:, None])] = CODE_N
     return out
+
+
+def candidate_pairs(rows, cands, reference):
+    """The candidates as the standard pair file (CONVENTIONS.md): one line `<reference segment>\t<read>` per
+    candidate, in candidate order; the segment is the faithful filter's (the read's length at the band's
+    first diagonal), the read is on the candidate's strand; any non-ACGT letter is written N."""
+    lines = [None] * len(cands)
+    for members, L, e in groups(rows, cands):
+        read_start = rows.start[cands.row[members]]
+        reads = READ_ASCII[host_rows(rows.codes, read_start, read_start, read_start + L, L)]
+        segments = READ_ASCII[host_rows(reference.codes, *spans("faithful", rows, cands, reference, members, L, e))]
+        text = np.concatenate([segments, np.full((len(members), 1), ord("\t"), np.uint8), reads,
+                               np.full((len(members), 1), ord("\n"), np.uint8)], axis=1)
+        block = text.tobytes().decode("ascii")
+        width = 2 * L + 2
+        for k, i in enumerate(members.tolist()):
+            lines[i] = block[k * width:(k + 1) * width]
+    return "".join(lines)
