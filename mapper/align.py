@@ -19,10 +19,10 @@ from mapper.alphabet import CODE_N, MD_ASCII, READ_ASCII, REF_ASCII
 _OPS = re.compile(r"(\d+)([=XID])")
 
 
-def cigar_md(read_codes, ref_codes):
-    """(cigar, md, nm) of the read aligned end to end against ref_codes."""
+def cigar_md(read_codes, ref_codes, edits=-1):
+    """(cigar, md, nm) of the read aligned end to end against ref_codes; `edits`, when known, bands edlib."""
     result = edlib.align(READ_ASCII[read_codes].tobytes(), REF_ASCII[ref_codes].tobytes(),
-                         mode="NW", task="path")
+                         mode="NW", task="path", k=edits)
     ref_letters = MD_ASCII[ref_codes].tobytes().decode()
     cigar, md = [], []
     run_op, run_len = None, 0
@@ -54,38 +54,41 @@ def cigar_md(read_codes, ref_codes):
 
 def describe(rows, loci, reference):
     """(cigars, mds, nms) lists for every mapping of `loci` (verify.Mappings) of `rows` (StrandRows)."""
+    n = len(loci)
+    cigars, mds, nms = np.empty(n, dtype=object), np.empty(n, dtype=object), np.zeros(n, dtype=np.int64)
+    done = np.zeros(n, dtype=bool)
     length = rows.length[loci.row]
     ungapped = np.flatnonzero(loci.end - loci.start == length)
-    cigars, mds, nms = [None] * len(loci), [None] * len(loci), [None] * len(loci)
-    if len(ungapped):
-        _describe_ungapped(rows, loci, reference, ungapped, cigars, mds, nms)
-    for i in range(len(loci)):
-        if cigars[i] is None:
-            first = rows.start[loci.row[i]]
-            cigars[i], mds[i], nms[i] = cigar_md(rows.codes[first:first + rows.length[loci.row[i]]],
-                                                 reference.codes[loci.start[i]:loci.end[i]])
-    return cigars, mds, nms
+    for L in np.unique(length[ungapped]).tolist():
+        _describe_ungapped(rows, loci, reference, ungapped[length[ungapped] == L], L, cigars, mds, nms, done)
+    for i in np.flatnonzero(~done).tolist():
+        first = rows.start[loci.row[i]]
+        cigars[i], mds[i], nms[i] = cigar_md(rows.codes[first:first + length[i]],
+                                             reference.codes[loci.start[i]:loci.end[i]], int(loci.edits[i]))
+    return cigars.tolist(), mds.tolist(), nms.tolist()
 
 
-def _describe_ungapped(rows, loci, reference, which, cigars, mds, nms):
-    """Fill in the mappings of `which` whose Hamming distance equals their edit count (all-M alignments)."""
-    for L in np.unique(rows.length[loci.row[which]]).tolist():
-        group = which[rows.length[loci.row[which]] == L]
-        offsets = np.arange(L)
-        read = rows.codes[rows.start[loci.row[group]][:, None] + offsets]
-        ref = reference.codes[loci.start[group][:, None] + offsets]
-        mismatch = (read != ref) | (read == CODE_N) | (ref == CODE_N)
-        hamming = mismatch.sum(axis=1)
-        exact = hamming == loci.edits[group]
-        owner, column = np.nonzero(mismatch[exact])
-        letters = MD_ASCII[ref[exact][owner, column]].tobytes().decode()
-        bounds = np.searchsorted(owner, np.arange(exact.sum() + 1)).tolist()
-        columns = column.tolist()
-        cigar = f"{L}M"
-        for k, (i, nm) in enumerate(zip(group[exact].tolist(), hamming[exact].tolist())):
-            md, previous = [], -1
-            for c in range(bounds[k], bounds[k + 1]):
-                md.append(f"{columns[c] - previous - 1}{letters[c]}")
-                previous = columns[c]
-            md.append(str(L - 1 - previous))
-            cigars[i], mds[i], nms[i] = cigar, "".join(md), nm
+def _describe_ungapped(rows, loci, reference, group, L, cigars, mds, nms, done):
+    """Fill in the mappings of `group` (reads of length L spanning L reference bases) whose Hamming distance
+    equals their edit count: their all-M alignment is optimal. MD is built for all of them at once: a token
+    "<matches before><reference base>" per mismatch, joined per mapping, then the trailing match count."""
+    offsets = np.arange(L)
+    read = rows.codes[rows.start[loci.row[group]][:, None] + offsets]
+    ref = reference.codes[loci.start[group][:, None] + offsets]
+    mismatch = (read != ref) | (read == CODE_N) | (ref == CODE_N)
+    hamming = mismatch.sum(axis=1)
+    exact = hamming == loci.edits[group]
+    group, mismatch, ref, hamming = group[exact], mismatch[exact], ref[exact], hamming[exact]
+    owner, column = np.nonzero(mismatch)
+    first = np.ones(len(owner), dtype=bool)
+    first[1:] = owner[1:] != owner[:-1]
+    before = column - np.where(first, -1, np.roll(column, 1)) - 1
+    tokens = np.strings.add(before.astype(str), MD_ASCII[ref[owner, column]].view("S1").astype(str))
+    last = np.full(len(group), -1)
+    last[owner] = column  # nonzero is row-major: the last write per row is its last mismatch
+    md = (L - 1 - last).astype(str).astype(object)
+    with_mismatch = np.flatnonzero(hamming > 0)
+    if len(with_mismatch):
+        joined = np.add.reduceat(tokens.astype(object), np.flatnonzero(first))
+        md[with_mismatch] = joined + md[with_mismatch]
+    cigars[group], mds[group], nms[group], done[group] = f"{L}M", md, hamming, True
