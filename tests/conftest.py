@@ -75,7 +75,11 @@ def index_dir(tmp_path_factory, shared):
 
 @pytest.fixture(scope="session")
 def na12878_fastq(tmp_path_factory, shared):
-    """The NA12878 chr22 reads as FASTQ (samtools fastq of the shared BAM)."""
+    """The NA12878 chr22 reads as FASTQ (samtools fastq of the shared BAM). A data folder may carry that
+    conversion as reads/human_NA12878_chr22_tiny_HiSeqX.fastq (the GPU machine has no samtools)."""
+    converted = SHARED / "reads" / "human_NA12878_chr22_tiny_HiSeqX.fastq"
+    if converted.exists():
+        return converted
     samtools = need_tool("samtools")
     out = tmp_path_factory.mktemp("na12878") / "reads.fq"
     with open(out, "w") as f:

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from mapper.cli import main
+from conftest import SHARED  # ../shared/data, or $GKMAP_SHARED_DATA (the GPU machine)
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 SHIGELLA_R1 = SHARED / "reads" / "shigella_dysenteriae_ERR6005894_R1.fastq.gz"
 
 

@@ -5,7 +5,6 @@ Run on the GPU machine:  .venv/bin/python -m pytest tests/test_kmers_gpu.py -q -
 """
 import gzip
 import shutil
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,8 +12,8 @@ import pytest
 from mapper.backends.base import cuda_available
 from mapper.cli import main
 from mapper.kmers.count import sort_count
+from conftest import SHARED  # ../shared/data, or $GKMAP_SHARED_DATA (the GPU machine)
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 SHIGELLA_R1 = SHARED / "reads" / "shigella_dysenteriae_ERR6005894_R1.fastq.gz"
 
 
