@@ -15,6 +15,7 @@ Exit status 0 when every case agrees. Needs jellyfish on PATH.
 """
 import argparse
 import gzip
+import os
 import shutil
 import subprocess
 import sys
@@ -25,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
+_SHARED_DATA = Path(os.environ.get("GKMAP_SHARED_DATA") or ROOT.parent / "shared" / "data")  # as tests/conftest.py
 sys.path.insert(0, str(ROOT))
 
 from mapper.alphabet import ENCODE  # noqa: E402
@@ -33,7 +35,7 @@ from mapper.kmers.backend import select  # noqa: E402
 from mapper.kmers.encode import KmerLayout, keys_from_codes  # noqa: E402
 from mapper.kmers.text import histogram_lines  # noqa: E402
 
-GENOMES = ROOT.parent / "shared" / "data" / "genomes"
+GENOMES = _SHARED_DATA / "genomes"
 DATASETS = {
     "ecoli": GENOMES / "ecoli_K12_MG1655_NC_000913.2.fa.gz",
     "chr20": GENOMES / "human_GRCh37_chr20.fa.gz",
