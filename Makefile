@@ -42,5 +42,12 @@ ptx:
 test: venv tools ptx
 	$(BIN)/python -m pytest -q
 
+# Reproduce the GateKeeper-GPU paper's tables and figures (issue #6, docs/paper.md) into paper/.
+#   make paper                 every stage not yet cached, then paper/REPORT.md
+#   make paper STAGE=power     one stage (sets, filter-accuracy, filter-throughput, end-to-end, power, report)
+#   make paper PAPER_FLAGS=--quick   small inputs (the cpu parts in CI time)
+paper: venv
+	$(BIN)/python scripts/reproduce_paper.py $(if $(STAGE),--stage $(STAGE)) $(PAPER_FLAGS)
+
 clean:
 	rm -rf $(VENV) *.egg-info build demo.sam reference/*.gkx
