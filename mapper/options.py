@@ -33,6 +33,15 @@ class MapOptions:
     max_insert: int = None
     max_oea: int = 100          # --maxoea: an anchor with more loci is left out of OUT_OEA.sam (mrFAST's)
     max_dis: int = 300          # --maxdis: at most this many DIVET lines per read pair (mrFAST's)
+    gpus: object = None         # --gpus: a number of GPUs of this host, or "auto" (every visible GPU)
+    scheduler: str = None       # --scheduler: address of a Dask scheduler
+    local_cluster: int = None   # --local-cluster: this many local worker processes
+    chunk_reads: int = None     # --chunk-reads: reads per task of a distributed run (None: batch_size)
+
+    @property
+    def distributed(self):
+        """True when the run is spread over Dask workers (mapper/cluster.py)."""
+        return (self.gpus, self.scheduler, self.local_cluster) != (None, None, None)
 
     def check(self):
         if self.e is not None and not 0 <= self.e <= MAX_E:
@@ -46,7 +55,28 @@ class MapOptions:
         if self.batch_size < 1:
             raise UsageError(f"--batch-size must be at least 1, not {self.batch_size}")
         self._check_paired()
+        self._check_cluster()
         return self
+
+    def _check_cluster(self):
+        chosen = [flag for flag, value in (("--gpus", self.gpus), ("--scheduler", self.scheduler),
+                                           ("--local-cluster", self.local_cluster)) if value is not None]
+        if not chosen:
+            if self.chunk_reads is not None:
+                raise UsageError("--chunk-reads needs --gpus, --scheduler or --local-cluster")
+            return
+        if len(chosen) > 1:
+            raise UsageError(f"{chosen[0]} and {chosen[1]} can't be used together: choose one place for the workers")
+        if self.gpus is not None and self.gpus != "auto" and not (isinstance(self.gpus, int) and self.gpus >= 1):
+            raise UsageError(f"--gpus must be a number of GPUs (at least 1) or 'auto', not {self.gpus!r}")
+        if self.gpus is not None and self.device == "cpu":
+            raise UsageError("--gpus runs one worker per GPU, not with --device cpu; use --local-cluster N for CPU workers")
+        if self.local_cluster is not None and self.local_cluster < 1:
+            raise UsageError(f"--local-cluster must be at least 1, not {self.local_cluster}")
+        if self.chunk_reads is not None and self.chunk_reads < 1:
+            raise UsageError(f"--chunk-reads must be at least 1, not {self.chunk_reads}")
+        if self.paired is not None:
+            raise UsageError(f"--{self.paired} runs can't be spread over workers yet (docs/cluster.md): drop {chosen[0]}")
 
     def _check_paired(self):
         if self.paired is None:

@@ -178,6 +178,9 @@ def map_reads(opts):
     if opts.paired:
         from mapper.paired import map_pairs  # paired.py builds on this module
         return map_pairs(opts)
+    if opts.distributed:
+        from mapper.cluster import map_distributed  # dask is optional: imported only for these runs
+        return map_distributed(opts)
     t0 = time.perf_counter()
     index, backend, filter_mode, counters = open_mapping(opts)
     progress = progress_bar(opts, " reads")

@@ -42,6 +42,16 @@ def add_arguments(parser):
                    help="largest TLEN of a concordant pair (default: estimated from the first pairs)")
     p.add_argument("--maxoea", type=int, default=d.max_oea, help="anchors with more loci stay out of OUT_OEA.sam")
     p.add_argument("--maxdis", type=int, default=d.max_dis, help="at most this many OUT_DIVET.vh lines per pair")
+    c = parser.add_argument_group("several GPUs and clusters (docs/cluster.md; needs gkmap[cluster])")
+    where = c.add_mutually_exclusive_group()
+    where.add_argument("--gpus", metavar="N|auto", default=d.gpus,
+                       help="one worker process per GPU of this host, N GPUs or every visible one")
+    where.add_argument("--scheduler", metavar="ADDRESS", default=d.scheduler,
+                       help="map on the workers of the Dask scheduler at ADDRESS (the index on a shared path)")
+    where.add_argument("--local-cluster", type=int, metavar="N", default=d.local_cluster,
+                       help="map on N local worker processes (each with the --device backend)")
+    c.add_argument("--chunk-reads", type=int, metavar="N", default=d.chunk_reads,
+                   help="reads per task (default: --batch-size)")
 
 
 def run(args):
@@ -55,6 +65,8 @@ def run(args):
         e=args.e, ws=args.ws, filter=args.filter,
         device=args.device, output=args.output, unmapped=args.unmapped, dump_candidates=args.dump_candidates, best=args.best,
         max_records=args.n, index_dir=args.index, batch_size=args.batch_size, quiet=args.quiet,
+        gpus=int(args.gpus) if args.gpus and args.gpus.isdigit() else args.gpus, scheduler=args.scheduler,
+        local_cluster=args.local_cluster, chunk_reads=args.chunk_reads,
         command_line=shlex.join(["gkmap"] + sys.argv[1:]) if sys.argv else "gkmap map",
     )
     map_reads(opts)

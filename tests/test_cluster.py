@@ -1,0 +1,156 @@
+"""One run spread over Dask workers (issue #10) writes the single-process SAM byte for byte (the @PG line
+aside), with faults injected into the workers: a worker killed while it maps a chunk, a task that raises,
+a worker whose gkmap reads another index format version.
+
+The clusters are local, on loopback, with worker processes (processes=True, as on a real host). The fault
+tests run `gkmap map --scheduler ADDRESS` against a cluster the test owns, so that it can reach into one
+worker (Client.run) before the run: the worker-side functions are shipped by value (cloudpickle), since
+the workers cannot import this test module.
+"""
+import re
+import sys
+
+import cloudpickle
+import distributed
+import pytest
+
+from conftest import READS, SHIGELLA
+from mapper.cluster import gpu_environments, local_cluster
+
+SHIGELLA_R1 = READS / "shigella_dysenteriae_ERR6005894_R1.fastq.gz"
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+
+def body(path):
+    return [line for line in path.read_text().splitlines(keepends=True) if not line.startswith("@PG")]
+
+
+def chunks_per_worker(err):
+    found = re.search(r"chunks per worker: ([^;]+); retried chunks: (\d+)", err)
+    assert found, err
+    per_worker = {name: int(n) for name, n in (item.rsplit(" ", 1) for item in found.group(1).split(", "))}
+    return per_worker, int(found.group(2))
+
+
+@pytest.fixture(scope="module")
+def single_sam(tmp_path_factory, index_dir):
+    """The single-process SAM, unmapped reads and candidate pairs of the Shigella reads."""
+    from mapper.cli import main
+    out = tmp_path_factory.mktemp("single")
+    assert main(["map", "--quiet", "--index", str(index_dir(SHIGELLA)), "-o", str(out / "out.sam"),
+                 "--unmapped", str(out / "unmapped.fq"), "--dump-candidates", str(out / "candidates.txt"),
+                 str(SHIGELLA), str(SHIGELLA_R1)]) == 0
+    return out
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """A scheduler and two worker processes, each with its own extra environment variable (the mechanism
+    --gpus pins a worker to its GPU with)."""
+    with local_cluster([{"GKMAP_TEST_SLOT": "a"}, {"GKMAP_TEST_SLOT": "b"}], "worker") as cluster, \
+            distributed.Client(cluster, set_as_default=False) as client:
+        yield client
+
+
+@pytest.fixture
+def client(cluster):
+    cluster.wait_for_workers(2, timeout=60)
+    return cluster
+
+
+def map_args(index_dir, tmp_path, *extra):
+    return ("map", "--index", index_dir(SHIGELLA), "-o", tmp_path / "out.sam", "--chunk-reads", 2000, *extra,
+            SHIGELLA, SHIGELLA_R1)
+
+
+def test_local_cluster_equals_single_process(gkmap, index_dir, tmp_path, single_sam):
+    code, err = gkmap(*map_args(index_dir, tmp_path, "--local-cluster", 2, "--unmapped", tmp_path / "unmapped.fq",
+                                "--dump-candidates", tmp_path / "candidates.txt"))
+    assert code == 0, err
+    assert body(tmp_path / "out.sam") == body(single_sam / "out.sam")
+    assert (tmp_path / "unmapped.fq").read_text() == (single_sam / "unmapped.fq").read_text()
+    # The same candidate pairs; within a batch they are listed by strand row, so their order follows the batches.
+    assert sorted((tmp_path / "candidates.txt").read_text().splitlines()) == \
+        sorted((single_sam / "candidates.txt").read_text().splitlines())
+    per_worker, retried = chunks_per_worker(err)
+    assert sorted(per_worker) == ["worker0", "worker1"] and all(per_worker.values()), err
+    assert sum(per_worker.values()) == 12 and retried == 0  # 22,084 reads in chunks of 2,000
+
+
+def test_each_worker_gets_its_own_environment(client):
+    assert sorted(client.run(lambda: __import__("os").environ["GKMAP_TEST_SLOT"]).values()) == ["a", "b"]
+
+
+def kill_worker_on_its_first_chunk():
+    import os
+    import mapper.cluster
+    mapper.cluster.map_batch = lambda *args, **kwargs: os._exit(1)
+
+
+def raise_on_first_chunk():
+    import mapper.cluster
+    original = mapper.cluster.map_batch
+
+    def fail(*args, **kwargs):
+        mapper.cluster.map_batch = original
+        raise RuntimeError("injected fault")
+    mapper.cluster.map_batch = fail
+
+
+@pytest.mark.parametrize("fault", [kill_worker_on_its_first_chunk, raise_on_first_chunk])
+def test_fault_is_retried_without_losing_reads(gkmap, index_dir, tmp_path, single_sam, client, fault):
+    victim = sorted(client.nthreads())[0]
+    client.run(fault, workers=[victim])
+    code, err = gkmap(*map_args(index_dir, tmp_path, "--scheduler", client.scheduler.address))
+    assert code == 0, err
+    assert body(tmp_path / "out.sam") == body(single_sam / "out.sam")
+    per_worker, retried = chunks_per_worker(err)
+    assert sum(per_worker.values()) == 12 and retried >= 1, err
+
+
+def test_worker_with_another_index_version_is_refused(gkmap, index_dir, tmp_path, client):
+    def set_version(version):
+        import mapper.index
+        mapper.index.FORMAT_VERSION = version
+    victim = sorted(client.nthreads())[0]
+    client.run(set_version, 99, workers=[victim])
+    try:
+        code, err = gkmap(*map_args(index_dir, tmp_path, "--scheduler", client.scheduler.address))
+    finally:
+        client.run(set_version, 1, workers=[victim])
+    assert code == 1, err
+    message = err.strip().splitlines()[-1]
+    assert message.startswith("gkmap: error: worker ") and "refused the run" in message, err
+    assert "index format version 1, but this gkmap" in message and "reads version 99" in message, err
+    assert not (tmp_path / "out.sam").exists()
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--gpus", "2", "--device", "cpu"), "--gpus runs one worker per GPU, not with --device cpu"),
+    (("--gpus", "0"), "--gpus must be a number of GPUs (at least 1) or 'auto', not 0"),
+    (("--gpus", "many"), "--gpus must be a number of GPUs (at least 1) or 'auto', not 'many'"),
+    (("--local-cluster", "0"), "--local-cluster must be at least 1, not 0"),
+    (("--local-cluster", "2", "--chunk-reads", "0"), "--chunk-reads must be at least 1, not 0"),
+    (("--chunk-reads", "100"), "--chunk-reads needs --gpus, --scheduler or --local-cluster"),
+    (("--gpus", "1", "--local-cluster", "2"), "not allowed with argument"),
+])
+def test_cluster_option_errors(gkmap, args, message, tmp_path):
+    code, err = gkmap("map", *args, "-o", tmp_path / "out.sam", SHIGELLA, SHIGELLA_R1)
+    assert code == 2 and message in err, err
+
+
+def test_paired_end_is_refused(gkmap, tmp_path):
+    r2 = READS / "shigella_dysenteriae_ERR6005894_R2.fastq.gz"
+    code, err = gkmap("map", "--pe", "--local-cluster", "2", "-o", tmp_path / "out.sam", SHIGELLA, SHIGELLA_R1, r2)
+    assert code == 2 and "--pe runs can't be spread over workers yet" in err, err
+
+
+def test_gpus_pin_one_visible_gpu_per_worker(monkeypatch, gkmap, index_dir, tmp_path):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,5")
+    assert gpu_environments("auto") == [{"CUDA_VISIBLE_DEVICES": "2"}, {"CUDA_VISIBLE_DEVICES": "5"}]
+    assert gpu_environments(1) == [{"CUDA_VISIBLE_DEVICES": "2"}]
+    code, err = gkmap(*map_args(index_dir, tmp_path, "--gpus", 3))
+    assert code == 2 and "--gpus 3: only 2 GPU(s) visible here (2,5)" in err, err
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    code, err = gkmap(*map_args(index_dir, tmp_path, "--gpus", "auto"))
+    assert code == 2 and "--gpus: no GPU is visible here" in err, err
