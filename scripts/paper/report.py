@@ -40,6 +40,13 @@ def md_table(columns, rows):
     return out
 
 
+def _status(record):
+    """A record left 'running' belongs to a run stopped at its time limit: its rows are a partial result."""
+    if record["status"] == "running":
+        return "incomplete: the run stopped (time limit) before the stage finished; its finished rows are shown"
+    return record["status"]
+
+
 def provenance(record):
     """The line each table states: machine, GPU, versions, command, date, run size and status."""
     gpu = record.get("gpu")
@@ -47,7 +54,7 @@ def provenance(record):
           f"on the host)" if gpu else "none used"
     size = "quick" if record.get("quick") else "full"
     line = (f"*Measured {record['date']} on {record['machine']}; GPU: {gpu}; {record['versions']}; command "
-            f"`{record['command']}` ({size} run, status {record['status']}).*")
+            f"`{record['command']}` ({size} run, status: {_status(record)}).*")
     skipped = "".join(f"\n- skipped: {s}" for s in record.get("skipped", []))
     return [line + skipped, ""]
 
@@ -306,7 +313,7 @@ def build(ctx):
              "`../shared/data/published/*.csv`, each naming its table and row. Published runs: GTX 1080 Ti "
              "(Setup 1), 30 million pairs, mrFAST on GRCh37; ours: the machines named per table, our own candidate "
              "sets and simulated reads (docs/paper.md says how they differ).", ""]
-    missing = [f"- **{TITLES[s]}** (`{s}`): " + (loaded[s][1]["status"] if loaded[s] else "never run")
+    missing = [f"- **{TITLES[s]}** (`{s}`): " + (_status(loaded[s][1]) if loaded[s] else "never run")
                for s in STAGES if s not in data or not loaded[s][1]["status"] == "complete"]
     lines += ["## Missing or incomplete stages", ""] + (missing or ["None: every stage has complete results."]) + [""]
     lines += ["## 6. Summary of the headline claims", ""]
