@@ -64,9 +64,12 @@ class Reference:
 
 
 def require_readable(path):
-    """Raise InputError unless `path` is a readable file (checked before any work starts)."""
-    if not os.path.isfile(path):
+    """Raise InputError unless `path` is readable (checked before any work starts). Pipes and process
+    substitutions (`<(zcat reads.fq.gz)`) are fine; a folder is not."""
+    if not os.path.exists(path):
         raise InputError(path, "no such file")
+    if os.path.isdir(path):
+        raise InputError(path, "is a folder, not a file")
     if not os.access(path, os.R_OK):
         raise InputError(path, "cannot read the file (permission denied)")
 

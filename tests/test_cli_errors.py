@@ -213,3 +213,20 @@ def test_short_and_empty_reads_come_out_unmapped(mapped):
     _, recs = read_sam(out)
     assert [(r["qname"], r["flag"], r["seq"]) for r in recs[:2]] == [("short", 4, "ACGT"), ("empty", 4, "*")]
     assert recs[2]["qname"] == "r1"
+
+
+def test_reads_from_a_pipe(gkmap, index_dir, tmp_path):
+    """A FIFO (what a shell's process substitution gives) is a valid reads input; a folder is not."""
+    import threading
+    fifo = tmp_path / "reads.fifo"
+    os.mkfifo(fifo)
+    writer = threading.Thread(target=lambda: fifo.write_text(GOOD))  # blocks until gkmap opens the pipe
+    writer.start()
+    out = tmp_path / "o.sam"
+    code, err = gkmap("map", "--quiet", "--index", index_dir(MEASLES), "-o", out, MEASLES, fifo)
+    writer.join()
+    assert code == 0, err
+    assert read_sam(out)[1][0]["qname"] == "r1"
+    code, err = gkmap("map", "--quiet", "--index", index_dir(MEASLES), MEASLES, tmp_path)
+    assert code == 1
+    one_line_error(err, "is a folder")
