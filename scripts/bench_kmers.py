@@ -20,15 +20,14 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-_SHARED_DATA = Path(os.environ.get("GKMAP_SHARED_DATA") or ROOT.parent / "shared" / "data")  # as tests/conftest.py
 sys.path.insert(0, str(ROOT))
 
-from check_kmers import GENOMES, uncompressed  # noqa: E402
+from check_kmers import GENOMES, SHARED_DATA, uncompressed  # noqa: E402
 
 from mapper.kmers import KmerTable  # noqa: E402
 from mapper.backends.base import cuda_available  # noqa: E402
 
-READS = _SHARED_DATA / "reads"
+READS = SHARED_DATA / "reads"
 INPUTS = {
     "chr20": GENOMES / "human_GRCh37_chr20.fa.gz",
     "ecoli": GENOMES / "ecoli_K12_MG1655_NC_000913.2.fa.gz",

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-_SHARED_DATA = Path(os.environ.get("GKMAP_SHARED_DATA") or ROOT.parent / "shared" / "data")  # as tests/conftest.py
+SHARED_DATA = Path(os.environ.get("GKMAPSHARED_DATA") or ROOT.parent / "shared" / "data")  # as tests/conftest.py
 sys.path.insert(0, str(ROOT))
 
 from mapper.alphabet import ENCODE  # noqa: E402
@@ -35,7 +35,7 @@ from mapper.kmers.backend import select  # noqa: E402
 from mapper.kmers.encode import KmerLayout, keys_from_codes  # noqa: E402
 from mapper.kmers.text import histogram_lines  # noqa: E402
 
-GENOMES = _SHARED_DATA / "genomes"
+GENOMES = SHARED_DATA / "genomes"
 DATASETS = {
     "ecoli": GENOMES / "ecoli_K12_MG1655_NC_000913.2.fa.gz",
     "chr20": GENOMES / "human_GRCh37_chr20.fa.gz",

@@ -86,3 +86,13 @@ def na12878_fastq(tmp_path_factory, shared):
         subprocess.run([samtools, "fastq", str(READS / "human_NA12878_chr22_tiny_HiSeqX.bam")],
                        stdout=f, stderr=subprocess.DEVNULL, check=True)
     return out
+
+
+@pytest.fixture(scope="session")
+def shigella_fastq(tmp_path_factory, shared):
+    """The Shigella R1 reads uncompressed (jellyfish reads plain files only)."""
+    import gzip
+    out = tmp_path_factory.mktemp("shigella") / "R1.fastq"
+    with gzip.open(READS / "shigella_dysenteriae_ERR6005894_R1.fastq.gz", "rb") as src, open(out, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    return out

@@ -3,7 +3,6 @@
 Every comparison runs jellyfish in the test on the same input and compares sorted `KMER<TAB>COUNT` dumps
 byte for byte (by SHA-256; the first differing lines are shown on failure).
 """
-import gzip
 import hashlib
 import os
 import shutil
@@ -14,9 +13,7 @@ import numpy as np
 import pytest
 
 from mapper.cli import main
-from conftest import SHARED  # ../shared/data, or $GKMAP_SHARED_DATA (the GPU machine)
 
-SHIGELLA_R1 = SHARED / "reads" / "shigella_dysenteriae_ERR6005894_R1.fastq.gz"
 
 
 @pytest.fixture(scope="session")
@@ -25,15 +22,6 @@ def jellyfish():
     if path is None:
         pytest.fail("oracle tool jellyfish is not installed (make test installs it from Debian)")
     return path
-
-
-@pytest.fixture(scope="session")
-def shigella_fastq(tmp_path_factory):
-    """The Shigella R1 reads, uncompressed (jellyfish reads plain files only)."""
-    out = tmp_path_factory.mktemp("shigella") / "R1.fastq"
-    with gzip.open(SHIGELLA_R1, "rb") as src, open(out, "wb") as dst:
-        shutil.copyfileobj(src, dst)
-    return out
 
 
 @pytest.fixture(scope="session")

@@ -3,8 +3,6 @@
 Run on the GPU machine:  .venv/bin/python -m pytest tests/test_kmers_gpu.py -q -m gpu
 (skipped where there is no GPU or no pycuda; the cpu backend is itself checked against jellyfish).
 """
-import gzip
-import shutil
 
 import numpy as np
 import pytest
@@ -12,9 +10,7 @@ import pytest
 from mapper.backends.base import cuda_available
 from mapper.cli import main
 from mapper.kmers.count import sort_count
-from conftest import SHARED  # ../shared/data, or $GKMAP_SHARED_DATA (the GPU machine)
 
-SHIGELLA_R1 = SHARED / "reads" / "shigella_dysenteriae_ERR6005894_R1.fastq.gz"
 
 
 
@@ -59,14 +55,6 @@ def test_sort_count_short_keys_and_all_equal(sorter):
     for k in (keys, np.zeros((2, 3000), dtype=np.uint64)):
         got, want = sorter.sort_count(k), sort_count(k)
         assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
-
-
-@pytest.fixture(scope="module")
-def shigella_fastq(tmp_path_factory):
-    out = tmp_path_factory.mktemp("shigella_gpu") / "R1.fastq"
-    with gzip.open(SHIGELLA_R1, "rb") as src, open(out, "wb") as dst:
-        shutil.copyfileobj(src, dst)
-    return out
 
 
 @gpu
