@@ -88,8 +88,3 @@ def read_batches(path, batch_size=BATCH_SIZE):
     if first == 0:
         raise InputError(path, "no reads in the file")
 
-
-def is_fastq(path):
-    """True when `path` holds FASTQ (decides the format of the unmapped-reads output)."""
-    with dnaio.open(path) as reader:
-        return isinstance(reader, dnaio.FastqReader)

@@ -73,3 +73,25 @@ def test_gpu_filter_equals_cpu(backend, index_dir, mode, e):
     want = CpuBackend().filter(mode, rows, cands, index.reference)
     assert 0 < want.sum() < len(want)
     assert np.array_equal(backend.filter(mode, rows, cands, index.reference), want)
+
+
+def test_windows_with_many_optimal_ends(backend, tmp_path):
+    """In a long tandem repeat a window has more optimal ends than the kernel keeps (MAX_ENDS): those
+    windows are redone on the host, and the result still equals edlib's."""
+    from mapper.index import build_index
+    rng = np.random.default_rng(5)
+    flank = lambda n: "".join(rng.choice(list("ACGT"), n))
+    (tmp_path / "rep.fa").write_text(f">rep\n{flank(300)}{'A' * 300}{flank(100)}{'AC' * 200}{flank(300)}\n")
+    reads = {"homopolymer": "A" * 100, "tandem": "AC" * 50, "edge": flank(20) + "AC" * 40}
+    (tmp_path / "r.fq").write_text("".join(f"@{n}\n{s}\n+\n{'I' * len(s)}\n" for n, s in reads.items()))
+    index = build_index(tmp_path / "rep.fa", 12, tmp_path / "idx")
+    batch, rows = batch_rows(tmp_path / "r.fq", 10, 10)
+    cands, _ = seed(rows, index)
+    _, n_ends, _, _ = cuda_mapping.verify_windows(
+        index.reference.codes, rows.codes, rows.start[cands.row], rows.length[cands.row], rows.e[cands.row],
+        *(lambda s, e: (s, e - s))(*cands.windows(rows, index.reference)))
+    assert (n_ends > cuda_mapping.MAX_ENDS).any()
+    want = select_loci(rows, verify(rows, cands, index.reference))
+    got = select_loci(rows, backend.verify(rows, cands, index.reference))
+    for f in ("row", "contig", "start", "end", "edits"):
+        assert np.array_equal(getattr(got, f), getattr(want, f)), f

@@ -31,7 +31,6 @@ class CudaBackend(Backend):
         self._index_of = None
         self._rows = None
         self._rows_of = None
-        self.host_redone = 0  # windows with more than MAX_ENDS optimal ends, verified on the host
 
     def _resident_index(self, index):
         """(offsets, positions, contig starts) in device memory, uploaded once per run."""
@@ -128,7 +127,6 @@ class CudaBackend(Backend):
             self._resident_genome(reference), self._rows_on_device(rows), rows.start[cands.row], rows.length[cands.row],
             rows.e[cands.row], wstart, wend - wstart)
         overflow = n_ends > MAX_ENDS
-        self.host_redone += int(overflow.sum())
         found = np.flatnonzero((best >= 0) & ~overflow)
         owner, k = ragged_arange(n_ends[found])
         window = found[owner]
