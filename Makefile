@@ -17,9 +17,10 @@ $(VENV)/.installed: setup.cfg pyproject.toml
 	$(BIN)/pip install -q -e '.[test]'
 	touch $@
 
-# Oracle tools are hard requirements of the test suite (CONVENTIONS.md): install them from Debian when absent.
+# Oracle tools are hard requirements of the test suite (CONVENTIONS.md), and g++ runs the kernels as host
+# C++ in CI (tests/host_cuda.py): install them from Debian when absent.
 tools:
-	@for t in samtools jellyfish; do command -v $$t >/dev/null || missing="$$missing $$t"; done; \
+	@for t in samtools jellyfish g++; do command -v $$t >/dev/null || missing="$$missing $$t"; done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing$$missing from Debian"; \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
