@@ -8,6 +8,8 @@ MAX_E = 25
 FILTERS = ("none", "gatekeeper", "gatekeeper-faithful")
 DEVICES = ("auto", "cpu", "cuda")
 PAIRED = {"pe": "FR", "mp": "RF"}  # --pe: Illumina paired-end (mates face each other); --mp: mate pair
+INDEX_KINDS = ("kmer", "neighbourhood")
+LOOKUPS = ("phf", "binary", "list")  # neighbourhood look-ups (mapper/neighbourhood/lookup.py)
 
 
 @dataclass
@@ -37,6 +39,13 @@ class MapOptions:
     scheduler: str = None       # --scheduler: address of a Dask scheduler
     local_cluster: int = None   # --local-cluster: this many local worker processes
     chunk_reads: int = None     # --chunk-reads: reads per task of a distributed run (None: batch_size)
+    index_kind: str = "kmer"    # --index-kind: kmer (mapper/index.py) or neighbourhood (mapper/neighbourhood/)
+    seed_len: int = None        # --seed-len, --nb-len, --spaced: the neighbourhood index's (8, 7, none when building)
+    nb_len: int = None
+    spaced: str = None
+    nb_errors: int = 1          # --nb-errors: substitutions allowed in a pattern's neighbourhood (0..2)
+    step: int = 1               # --step: read offset between two patterns (delta)
+    lookup: str = "phf"         # --lookup: phf, binary or list
 
     @property
     def distributed(self):
@@ -56,7 +65,31 @@ class MapOptions:
             raise UsageError(f"--batch-size must be at least 1, not {self.batch_size}")
         self._check_paired()
         self._check_cluster()
+        self._check_neighbourhood()
         return self
+
+    def _check_neighbourhood(self):
+        if self.index_kind not in INDEX_KINDS:
+            raise UsageError(f"--index-kind must be one of {', '.join(INDEX_KINDS)}, not {self.index_kind!r}")
+        given = [flag for flag, value, default in (
+            ("--seed-len", self.seed_len, None), ("--nb-len", self.nb_len, None), ("--spaced", self.spaced, None),
+            ("--nb-errors", self.nb_errors, 1), ("--step", self.step, 1), ("--lookup", self.lookup, "phf"))
+            if value != default]
+        if self.index_kind == "kmer":
+            if given:
+                raise UsageError(f"{given[0]} needs --index-kind neighbourhood")
+            return
+        if self.ws is not None:
+            raise UsageError("--ws is the k-mer index's; the neighbourhood index takes --seed-len and --nb-len")
+        if self.paired is not None or self.distributed:
+            raise UsageError("--index-kind neighbourhood maps single-end reads in one process (no --pe/--mp, "
+                             "--gpus, --scheduler or --local-cluster yet)")
+        if self.nb_errors not in (0, 1, 2):
+            raise UsageError(f"--nb-errors must be 0, 1 or 2, not {self.nb_errors}")
+        if self.step < 1:
+            raise UsageError(f"--step must be at least 1, not {self.step}")
+        if self.lookup not in LOOKUPS:
+            raise UsageError(f"--lookup must be one of {', '.join(LOOKUPS)}, not {self.lookup!r}")
 
     def _check_cluster(self):
         chosen = [flag for flag, value in (("--gpus", self.gpus), ("--scheduler", self.scheduler),

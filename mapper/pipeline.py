@@ -182,7 +182,8 @@ def map_reads(opts):
         from mapper.cluster import map_distributed  # dask is optional: imported only for these runs
         return map_distributed(opts)
     t0 = time.perf_counter()
-    index, backend, filter_mode, counters = open_mapping(opts)
+    from mapper.neighbourhood.mapping import open_neighbourhood  # the neighbourhood wing builds on this module
+    index, backend, filter_mode, counters = (open_neighbourhood if opts.index_kind == "neighbourhood" else open_mapping)(opts)
     progress = progress_bar(opts, " reads")
     with contextlib.ExitStack() as outputs:
         optional = lambda path: outputs.enter_context(atomic_output(path)) if path else None

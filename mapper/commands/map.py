@@ -3,7 +3,7 @@ import shlex
 import sys
 
 from mapper.errors import UsageError
-from mapper.options import DEVICES, FILTERS, MapOptions
+from mapper.options import DEVICES, FILTERS, INDEX_KINDS, LOOKUPS, MapOptions
 from mapper.pipeline import map_reads
 
 HELP = "map reads to every locus within e edits (SAM output)"
@@ -42,6 +42,15 @@ def add_arguments(parser):
                    help="largest TLEN of a concordant pair (default: estimated from the first pairs)")
     p.add_argument("--maxoea", type=int, default=d.max_oea, help="anchors with more loci stay out of OUT_OEA.sam")
     p.add_argument("--maxdis", type=int, default=d.max_dis, help="at most this many OUT_DIVET.vh lines per pair")
+    nb = parser.add_argument_group("neighbourhood index (docs/neighbourhood.md)")
+    nb.add_argument("--index-kind", choices=INDEX_KINDS, default=d.index_kind,
+                    help="k-mer index (FastHASH seeding) or neighbourhood index with perfect hashing (MAROSE)")
+    nb.add_argument("--seed-len", type=int, default=d.seed_len, help="seed length ls (default: the index's; 8 when building)")
+    nb.add_argument("--nb-len", type=int, default=d.nb_len, help="neighbourhood length ln (default: the index's; 7 when building)")
+    nb.add_argument("--spaced", metavar="MASK", default=d.spaced, help="spaced seed mask, e.g. '######-##' (default: the index's)")
+    nb.add_argument("--nb-errors", type=int, default=d.nb_errors, help="substitutions looked up in a neighbourhood, 0 to 2")
+    nb.add_argument("--step", type=int, default=d.step, help="read offset delta between two patterns")
+    nb.add_argument("--lookup", choices=LOOKUPS, default=d.lookup, help="look-up in a seed block")
     c = parser.add_argument_group("several GPUs and clusters (docs/cluster.md; needs gkmap[cluster])")
     where = c.add_mutually_exclusive_group()
     where.add_argument("--gpus", metavar="N|auto", default=d.gpus,
@@ -66,7 +75,9 @@ def run(args):
         device=args.device, output=args.output, unmapped=args.unmapped, dump_candidates=args.dump_candidates, best=args.best,
         max_records=args.n, index_dir=args.index, batch_size=args.batch_size, quiet=args.quiet,
         gpus=int(args.gpus) if args.gpus and args.gpus.isdigit() else args.gpus, scheduler=args.scheduler,
-        local_cluster=args.local_cluster, chunk_reads=args.chunk_reads,
+        local_cluster=args.local_cluster, chunk_reads=args.chunk_reads, index_kind=args.index_kind,
+        seed_len=args.seed_len, nb_len=args.nb_len, spaced=args.spaced, nb_errors=args.nb_errors, step=args.step,
+        lookup=args.lookup,
         command_line=shlex.join(["gkmap"] + sys.argv[1:]) if sys.argv else "gkmap map",
     )
     map_reads(opts)

@@ -1,0 +1,52 @@
+"""`gkmap map --index-kind neighbourhood`: the mapping pipeline (pipeline.py) with neighbourhood seeding.
+
+Only the seeding stage changes: `NeighbourhoodBackend` wraps the chosen backend (cpu or cuda), seeds with the
+neighbourhood index (numpy on cpu, kernels/phf.cu on cuda) and hands the filter and the verification to the
+wrapped backend, so the candidates go through the same GateKeeper filter, the same verification (edlib, or
+kernels/myers.cu on cuda: the paper's "extend" step, returning edlib's exact answer), the same locus
+selection, CIGAR/MD and SAM writer as the k-mer path: the same SAM format and the same contract (every
+reported mapping has edit distance <= e). pipeline.map_reads picks `open_neighbourhood` instead of its
+`open_mapping` for this index kind; everything after the opening is shared.
+"""
+from mapper.backends import get_backend
+from mapper.backends.base import Backend
+from mapper.neighbourhood import seeding
+from mapper.neighbourhood.index import open_index
+
+
+class NeighbourhoodBackend(Backend):
+    """Neighbourhood seeding in front of another backend's filter and verification."""
+
+    def __init__(self, inner, step=1, nb_errors=1, lookup="phf"):
+        self.inner, self.step, self.nb_errors, self.lookup = inner, step, nb_errors, lookup
+        self.name = inner.name
+        self._device_seeder = None
+        if inner.name == "cuda":
+            from mapper.neighbourhood.gpu import DeviceSeeder  # pycuda only when cuda was chosen
+            self._device_seeder = DeviceSeeder()
+
+    @property
+    def devices(self):
+        return self.inner.devices
+
+    def seed(self, rows, index):
+        if self._device_seeder is not None:
+            return self._device_seeder.seed(rows, index, self.step, self.nb_errors, self.lookup)
+        return seeding.seed(rows, index, self.step, self.nb_errors, self.lookup)
+
+    def filter(self, mode, rows, cands, reference):
+        return self.inner.filter(mode, rows, cands, reference)
+
+    def verify(self, rows, cands, reference):
+        return self.inner.verify(rows, cands, reference)
+
+
+def open_neighbourhood(opts):
+    """(index, backend, filter mode, Counters) of a neighbourhood run (pipeline.open_mapping's counterpart)."""
+    from mapper.pipeline import FILTER_MODES, Counters  # pipeline imports this module lazily, never at load
+    index = open_index(opts.reference, opts.seed_len, opts.nb_len, opts.spaced, opts.index_dir)
+    backend = NeighbourhoodBackend(get_backend(opts.device), opts.step, opts.nb_errors, opts.lookup)
+    filter_mode = FILTER_MODES[opts.filter]
+    devices = dict(backend.devices, filter=backend.name if filter_mode else "none")
+    stages = ", ".join(f"{stage}: {devices[stage]}" for stage in ("seed", "filter", "verify"))
+    return index, backend, filter_mode, Counters(stages=f"neighbourhood index, {opts.lookup} look-ups; {stages}")
