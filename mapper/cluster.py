@@ -3,11 +3,12 @@ per GPU of this host (`--gpus`), N local workers (`--local-cluster`) or a Dask c
 
     client (this process)                                     worker (one per GPU, or per core)
     read_batches(--chunk-reads) -- chunk i --submit-->        IndexPlugin: index + backend, loaded once
-    OrderedWriter <-- ChunkResult (SAM, unmapped, candidates,   map_chunk: pipeline.map_batch on the chunk
+    OrderedWriter <-- ChunkResult (one text per output,         map_chunk: pipeline.map_batch on the chunk
                       Counters, worker name) --
 
-- Order: chunk i is written only after chunks 0..i-1 (a writer keyed by chunk index), so the SAM is the
-  single-process SAM byte for byte (the @PG line aside): records depend on the read alone, not its batch.
+- Order: chunk i is written only after chunks 0..i-1 (a writer keyed by chunk index), so the outputs are
+  the single-process outputs byte for byte (the @PG line aside): records depend on the read alone, not its
+  batch.
 - Memory: at most `IN_FLIGHT_PER_THREAD` chunks per worker thread are between reading and writing
   (submitted and not yet written). A slow chunk stalls reading instead of piling up results behind it.
 - Faults: a chunk's reads travel inside its task, so the scheduler still holds them and runs the task
@@ -19,23 +20,38 @@ per GPU of this host (`--gpus`), N local workers (`--local-cluster`) or a Dask c
   reference checksum and ws; each worker loads it once, memory-mapped, refuses it unless format version,
   checksum and ws agree, and keeps it with its backend (the cuda backend keeps genome and index in GPU
   memory) for every chunk it maps.
+
+Paired-end runs (--pe/--mp) read both files in lockstep (`paired.read_pairs`, which checks that mates pair)
+and give each chunk of read pairs two tasks: `map_mates` maps both mates and keeps the loci on its worker,
+`pair_chunk` pairs them there (Dask runs it where its input lies) once the TLEN range is known. Without
+--min and --max the range is estimated as a single process estimates it (`paired.insert_size`, pair by
+pair, so whatever the chunks): the client reads the first chunks' confident TLENs (`chunk_tlens`, a small
+task on each mapped chunk) while the workers map `IN_FLIGHT_PER_THREAD` chunks per thread ahead, then
+submits the pairing of every chunk mapped so far. A mapped chunk lost with its worker is mapped again from
+its task, whose reads the scheduler still holds.
 """
 import contextlib
+import copy
+import functools
 import io
+import itertools
 import logging
 import os
 import shutil
 import subprocess
 import time
 import uuid
-from collections import Counter as Tally
+from collections import Counter as Tally, deque
 from dataclasses import dataclass, field, fields, replace
 
 from mapper.backends import get_backend
 from mapper.errors import GkmapError, IndexFormatError, UsageError
 from mapper.filters.windows import MODES as FILTER_MODES
 from mapper.index import load_index, open_index, read_meta
+from mapper.options import PAIRED
 from mapper.outputs import atomic_output
+from mapper.paired import (PairCounters, PairSettings, confident_tlens, find_mates, insert_size, pair_batch,
+                           pair_outputs, read_pairs)
 from mapper.pipeline import Counters, map_batch, progress_bar
 from mapper.reads import read_batches
 from mapper.sam import header, unmapped_records
@@ -71,11 +87,19 @@ class RemoteError(GkmapError):
 
 @dataclass
 class ChunkResult:
-    sam: str
-    unmapped: str     # --unmapped records of the chunk ("" without it)
-    candidates: str   # --dump-candidates lines of the chunk ("" without it)
+    texts: tuple      # one text per output of the run, in its order (single-end: SAM, --unmapped records and
+                      # --dump-candidates lines, "" without them; paired: SAM, OEA SAM, DIVET)
     counters: Counters
-    worker: str       # the worker's name (stable across a restart of that worker)
+    worker: str       # the name of the worker that mapped it (stable across a restart of that worker)
+    pairs: PairCounters = None   # paired runs: the chunk's pair classes
+
+
+@dataclass
+class MappedChunk:
+    """A chunk of read pairs mapped by `map_mates`, kept on its worker until `pair_chunk` pairs it."""
+    mapped: object    # paired.MappedPairs
+    counters: Counters
+    worker: str
 
 
 class IndexPlugin(WorkerPlugin):
@@ -108,22 +132,72 @@ class IndexPlugin(WorkerPlugin):
             self.worker.log_event(RETRY_TOPIC, {"key": key})
 
 
-def map_chunk(batch, plugin_name):
-    """Map one chunk (a ReadBatch) with this worker's index and backend: a ChunkResult, or the RemoteError
-    that refuses it."""
+def remote(task):
+    """A task function whose GkmapError comes back as a RemoteError value rather than an exception: Dask
+    would retry an exception, and retrying cannot help (module docstring)."""
+    @functools.wraps(task)
+    def run(*args):
+        try:
+            return task(*args)
+        except GkmapError as e:
+            return RemoteError(str(e), e.exit_code)
+    return run
+
+
+def loaded(plugin_name):
+    """(this worker, its IndexPlugin); the RemoteError that refuses the chunk when it has no index."""
     worker = get_worker()
     plugin = worker.plugins.get(plugin_name)
-    if plugin is None or plugin.index is None:
-        return plugin.error if plugin else RemoteError(f"worker {worker.name} has no gkmap index loaded")
+    if plugin is None:
+        raise RemoteError(f"worker {worker.name} has no gkmap index loaded")
+    if plugin.index is None:
+        raise plugin.error
+    return worker, plugin
+
+
+def mapped_input(value):
+    """The MappedChunk a task takes from `map_mates`; that task's RemoteError is this task's answer too."""
+    if isinstance(value, RemoteError):
+        raise value
+    return value
+
+
+@remote
+def map_chunk(batch, plugin_name):
+    """Map one single-end chunk (a ReadBatch) with this worker's index and backend: a ChunkResult."""
+    worker, plugin = loaded(plugin_name)
     opts = plugin.opts
     counters = Counters(stages=plugin.stages)
     dump = io.StringIO() if opts.dump_candidates else None
-    try:
-        text, unmapped = map_batch(batch, plugin.index, plugin.backend, plugin.filter_mode, opts, counters, dump)
-    except GkmapError as e:
-        return RemoteError(str(e), e.exit_code)
-    return ChunkResult(text, unmapped_records(batch, unmapped) if opts.unmapped else "",
-                       dump.getvalue() if dump else "", counters, str(worker.name))
+    text, unmapped = map_batch(batch, plugin.index, plugin.backend, plugin.filter_mode, opts, counters, dump)
+    return ChunkResult((text, unmapped_records(batch, unmapped) if opts.unmapped else "",
+                        dump.getvalue() if dump else ""), counters, str(worker.name))
+
+
+@remote
+def map_mates(b1, b2, names, plugin_name):
+    """Map both mates of one chunk of read pairs: a MappedChunk, which stays on this worker."""
+    worker, plugin = loaded(plugin_name)
+    counters = Counters(stages=plugin.stages)
+    mapped = find_mates(b1, b2, names, plugin.index, plugin.backend, plugin.filter_mode, plugin.opts, counters)
+    return MappedChunk(mapped, counters, str(worker.name))
+
+
+@remote
+def chunk_tlens(chunk, orientation):
+    """The paired.Confident of a MappedChunk: all the client needs of it to estimate the TLEN range."""
+    return confident_tlens(mapped_input(chunk).mapped, orientation)
+
+
+@remote
+def pair_chunk(chunk, settings, plugin_name):
+    """Pair one MappedChunk with the run's PairSettings: a ChunkResult (SAM, OEA SAM, DIVET)."""
+    chunk = mapped_input(chunk)
+    _, plugin = loaded(plugin_name)
+    counters = copy.deepcopy(chunk.counters)  # the mapped chunk stays as it is, for a rerun of this task
+    pairs = PairCounters(counters)
+    texts = pair_batch(chunk.mapped, plugin.index.reference, settings, counters, pairs)
+    return ChunkResult(texts, counters, chunk.worker, pairs)
 
 
 def setup_error(plugin_name, dask_worker):
@@ -218,30 +292,27 @@ class OrderedWriter:
             self.written += 1
 
 
-def add_counters(total, part):
-    """Add one chunk's Counters to the run's (per-stage seconds add up over workers)."""
-    for f in fields(Counters):
+def add_counts(total, part):
+    """Add one chunk's counts (the int fields of its Counters or PairCounters) to the run's."""
+    for f in fields(part):
         if f.type is int:
             setattr(total, f.name, getattr(total, f.name) + getattr(part, f.name))
-    total.seeding.add(part.seeding)
-    for stage, seconds in part.times.items():
-        total.times[stage] += seconds
 
 
 def chunk_of(key, token):
-    """The chunk index of one of this run's task keys (`<token>-<chunk>`), or None for any other key."""
+    """The chunk index of one of this run's task keys (`<token>-[<step>-]<chunk>`), or None for any other key."""
     return int(key.rsplit("-", 1)[1]) if isinstance(key, str) and key.startswith(token + "-") else None
 
 
 def retried_chunks(client, token):
-    """Chunks of this run that ran more than once: those on or held by a worker that died (the scheduler's
-    remove-worker events) and those whose task raised (IndexPlugin's events), sorted."""
+    """Chunks of this run that ran (a task of theirs) more than once: those on or held by a worker that died
+    (the scheduler's remove-worker events) and those whose task raised (IndexPlugin's events), sorted."""
     keys = set()
     for _, event in client.get_events("all"):
         if isinstance(event, dict) and event.get("action") == "remove-worker":
             keys.update(event.get("processing-tasks", ()), event.get("lost-computed-tasks", ()))
     keys.update(event["key"] for _, event in client.get_events(RETRY_TOPIC))
-    return sorted(chunk for chunk in (chunk_of(key, token) for key in keys) if chunk is not None)
+    return sorted({chunk for chunk in (chunk_of(key, token) for key in keys) if chunk is not None})
 
 
 @dataclass
@@ -252,8 +323,106 @@ class RunTally:
     stages: set = field(default_factory=set)
 
 
+class Stream:
+    """This run's chunks through the cluster: each submitted in input order, at most `window` of them
+    between submission and writing, their results handed to the OrderedWriter."""
+
+    def __init__(self, client, token, writer, tally):
+        self.client, self.token, self.writer, self.tally = client, token, writer, tally
+        self.pending = as_completed(loop=client.loop)
+
+    @property
+    def window(self):
+        return IN_FLIGHT_PER_THREAD * max(1, sum(self.client.nthreads().values()))
+
+    def submit(self, function, *args, step=None, chunk):
+        """The future of one task of this run, keyed `<token>-[<step>-]<chunk>` (chunk_of reads it back)."""
+        key = f"{self.token}-{step}-{chunk}" if step else f"{self.token}-{chunk}"
+        return self.client.submit(function, *args, key=key, retries=RETRIES, pure=False)
+
+    def result(self, future):
+        """A task's value; GkmapError when the chunk failed on every try or was refused (a RemoteError)."""
+        try:
+            value = future.result()
+        except Exception as e:  # the task's own error after RETRIES reruns, or KilledWorker
+            raise GkmapError(f"chunk {chunk_of(future.key, self.token)} failed on the cluster: "
+                             f"{type(e).__name__}: {e}") from e
+        future.release()
+        if isinstance(value, RemoteError):
+            raise value
+        return value
+
+    def run(self, items, submit):
+        """submit(chunk, item) -> the future of chunk's ChunkResult, for each item in order; an item is drawn
+        (read, or mapped) only when the window has room."""
+        items = iter(items)
+        with dask.config.set(LARGE_TASK):
+            while True:
+                while self.tally.chunks - self.writer.written >= self.window:
+                    self._collect(next(self.pending))
+                item = next(items, None)
+                if item is None:
+                    break
+                self.pending.add(submit(self.tally.chunks, item))
+                self.tally.chunks += 1
+            for future in self.pending:
+                self._collect(future)
+
+    def _collect(self, future):
+        self.writer.add(chunk_of(future.key, self.token), self.result(future))
+
+
+class Ahead:
+    """An iterator that draws `depth` items ahead of the one it yields: drawing a chunk submits its task, so
+    the workers map the next chunks while the client waits for this one."""
+
+    def __init__(self, iterable, depth):
+        self.items, self.depth, self.queue = iter(iterable), depth, deque()
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        while len(self.queue) <= self.depth:
+            item = next(self.items, None)
+            if item is None:
+                break
+            self.queue.append(item)
+        if not self.queue:
+            raise StopIteration
+        return self.queue.popleft()
+
+
+def map_single(stream, opts, plugin_name, counters):
+    """Single-end chunks: one map_chunk task each."""
+    batches = counters.timed_iter("parse", read_batches(opts.reads, opts.chunk_reads or opts.batch_size))
+    stream.run(batches, lambda chunk, batch: stream.submit(map_chunk, batch, plugin_name, chunk=chunk))
+
+
+def map_paired(stream, opts, plugin_name, counters):
+    """Chunks of read pairs: map_mates, then pair_chunk once the TLEN range is known (module docstring);
+    returns the range."""
+    chunks = counters.timed_iter("parse", read_pairs(opts.reads, opts.reads2, opts.chunk_reads or opts.batch_size))
+    with dask.config.set(LARGE_TASK):
+        mapped = Ahead((stream.submit(map_mates, b1, b2, names, plugin_name, step="map", chunk=chunk)
+                        for chunk, (b1, b2, names) in enumerate(chunks)), stream.window)
+        orientation = PAIRED[opts.paired]
+        confident = ((future, stream.result(stream.submit(chunk_tlens, future, orientation, step="tlens",
+                                                          chunk=chunk_of(future.key, stream.token))))
+                     for future in mapped)
+        lo, hi, seen = insert_size(confident, orientation, (opts.min_insert, opts.max_insert))
+    mapped.depth = 0       # from here on, Stream.run draws chunks as its window allows
+    seen = deque(seen)
+    settings = PairSettings.of(opts, lo, hi)
+    popped = (seen.popleft() for _ in range(len(seen)))   # the client lets go of a chunk once it is paired
+    stream.run(itertools.chain(popped, mapped),
+               lambda chunk, future: stream.submit(pair_chunk, future, settings, plugin_name, step="pair", chunk=chunk))
+    return lo, hi
+
+
 def map_distributed(opts):
-    """`gkmap map` over workers (opts.distributed); returns the run's Counters, summed over the chunks."""
+    """`gkmap map` over workers (opts.distributed); returns the run's Counters (PairCounters with --pe/--mp),
+    summed over the chunks."""
     t0 = time.perf_counter()
     index = open_index(opts.reference, opts.ws, opts.index_dir)  # builds it once, here, when missing
     token = f"gkmap-{uuid.uuid4().hex[:12]}"
@@ -262,6 +431,7 @@ def map_distributed(opts):
     plugin = IndexPlugin(worker_opts, index.folder.resolve(), read_meta(index.folder)["reference"]["checksum"],
                          index.ws, token)
     counters = Counters()
+    pairs = PairCounters(counters) if opts.paired else None
     tally = RunTally()
     with contextlib.ExitStack() as stack:
         stack.enter_context(quiet_dask())
@@ -274,59 +444,45 @@ def map_distributed(opts):
         if refusals:
             raise refusals[0]
         log.info("mapping on %d Dask workers (dashboard: %s)", len(client.nthreads()), client.dashboard_link)
-        optional = lambda path: stack.enter_context(atomic_output(path)) if path else None
-        sam = stack.enter_context(atomic_output(opts.output))
-        unmapped, dump = optional(opts.unmapped), optional(opts.dump_candidates)
-        sam.write(header(index.reference, opts.command_line))
-        progress = stack.enter_context(progress_bar(opts, " reads"))
+        if opts.paired:
+            outputs = stack.enter_context(pair_outputs(opts, index.reference))
+        else:
+            optional = lambda path: stack.enter_context(atomic_output(path)) if path else None
+            outputs = (stack.enter_context(atomic_output(opts.output)), optional(opts.unmapped),
+                       optional(opts.dump_candidates))
+            outputs[0].write(header(index.reference, opts.command_line))
+        progress = stack.enter_context(progress_bar(opts, " pairs" if opts.paired else " reads"))
 
         def write(result):
             with counters.timed("output"):
-                sam.write(result.sam)
-                if unmapped is not None:
-                    unmapped.write(result.unmapped)
-                if dump is not None:
-                    dump.write(result.candidates)
-            add_counters(counters, result.counters)
+                for handle, text in zip(outputs, result.texts):
+                    if handle is not None:
+                        handle.write(text)
+            add_counts(counters, result.counters)
+            counters.seeding.add(result.counters.seeding)
+            for stage, seconds in result.counters.times.items():  # per-stage seconds add up over workers
+                counters.times[stage] += seconds
+            if pairs is not None:
+                add_counts(pairs, result.pairs)
             tally.per_worker[result.worker] += 1
             tally.stages.add(result.counters.stages)
-            progress.update(result.counters.reads)
+            progress.update(result.pairs.pairs if pairs is not None else result.counters.reads)
             progress.set_postfix_str(f"{writer.written + 1}/{tally.chunks} chunks", refresh=False)
 
         writer = OrderedWriter(write)
-        _run_chunks(client, opts, plugin_name, token, counters, writer, tally)
+        stream = Stream(client, token, writer, tally)
+        if opts.paired:
+            pairs.insert = map_paired(stream, opts, plugin_name, counters)
+        else:
+            map_single(stream, opts, plugin_name, counters)
         retried = retried_chunks(client, token)
     counters.stages = "; ".join(sorted(tally.stages))
     counters.seconds = time.perf_counter() - t0
     log.info("%s", counters.summary())
-    log.info("cluster: %d chunks of up to %d reads; chunks per worker: %s; retried chunks: %d%s", tally.chunks,
-             opts.chunk_reads or opts.batch_size,
+    if pairs is not None:
+        log.info("%s", pairs.summary())
+    log.info("cluster: %d chunks of up to %d %s; chunks per worker: %s; retried chunks: %d%s", tally.chunks,
+             opts.chunk_reads or opts.batch_size, "read pairs" if opts.paired else "reads",
              ", ".join(f"{name} {n}" for name, n in sorted(tally.per_worker.items())), len(retried),
              f" ({', '.join(map(str, retried))})" if retried else "")
-    return counters
-
-
-def _run_chunks(client, opts, plugin_name, token, counters, writer, tally):
-    """Stream the reads as chunks into tasks, keeping the in-flight window, and hand results to `writer`."""
-    pending = as_completed(loop=client.loop)
-
-    def collect(future):
-        chunk = chunk_of(future.key, token)
-        try:
-            result = future.result()
-        except Exception as e:  # the task's own error after RETRIES reruns, or KilledWorker
-            raise GkmapError(f"chunk {chunk} failed on the cluster: {type(e).__name__}: {e}") from e
-        future.release()
-        if isinstance(result, RemoteError):
-            raise result
-        writer.add(chunk, result)
-
-    with dask.config.set(LARGE_TASK):
-        for batch in counters.timed_iter("parse", read_batches(opts.reads, opts.chunk_reads or opts.batch_size)):
-            while tally.chunks - writer.written >= IN_FLIGHT_PER_THREAD * max(1, sum(client.nthreads().values())):
-                collect(next(pending))
-            pending.add(client.submit(map_chunk, batch, plugin_name, key=f"{token}-{tally.chunks}",
-                                      retries=RETRIES, pure=False))
-            tally.chunks += 1
-        for future in pending:
-            collect(future)
+    return pairs if pairs is not None else counters

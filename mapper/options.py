@@ -108,8 +108,6 @@ class MapOptions:
             raise UsageError(f"--local-cluster must be at least 1, not {self.local_cluster}")
         if self.chunk_reads is not None and self.chunk_reads < 1:
             raise UsageError(f"--chunk-reads must be at least 1, not {self.chunk_reads}")
-        if self.paired is not None:
-            raise UsageError(f"--{self.paired} runs can't be spread over workers yet (docs/cluster.md): drop {chosen[0]}")
 
     def _check_paired(self):
         if self.paired is None:

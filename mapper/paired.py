@@ -18,6 +18,7 @@ Pairing:
    primary pair, the others with FLAG 256). A pair without one is discordant (both mates map: their
    combinations go to OUT_DIVET.vh), one-end anchored (OEA: one mate maps, OUT_OEA.sam) or unmapped.
 """
+import contextlib
 import itertools
 import logging
 import time
@@ -63,6 +64,9 @@ class PairCounters:
 
     CLASSES = ("concordant", "discordant", "oea", "unmapped")   # the class codes 0..3 of pair_batch
 
+    def __post_init__(self):
+        self.mates.times.setdefault("pair", 0.0)   # listed in the summary even before the first batch is paired
+
     def add(self, classes):
         self.pairs += len(classes)
         for name, count in zip(self.CLASSES, np.bincount(classes, minlength=4)):
@@ -72,6 +76,16 @@ class PairCounters:
         return (f"{self.pairs} read pairs: {self.concordant} concordant, {self.discordant} discordant "
                 f"({self.divet_lines} DIVET lines), {self.oea} one-end anchored ({self.oea_records} OEA records), "
                 f"{self.unmapped} unmapped; concordant TLEN {self.insert[0]}..{self.insert[1]}")
+
+
+@dataclass
+class MappedPairs:
+    """A batch of read pairs with both mates' loci (`find_mates`): what pairing and the insert-size estimate read."""
+    r1: object                    # reads.ReadBatch of R1
+    r2: object                    # reads.ReadBatch of R2
+    names: list                   # QNAMEs
+    found1: object                # pipeline.BatchLoci of R1
+    found2: object                # pipeline.BatchLoci of R2
 
 
 @dataclass
@@ -114,6 +128,12 @@ def read_pairs(path1, path2, batch_size):
             raise InputError(long_path, f"read '{longer.names[k - longer.first]}' has no mate: {short_path} ends "
                                         f"after read {k}", record=k + 1)
         yield b1, b2, pair_names(b1, b2, path1, path2)
+
+
+def find_mates(b1, b2, names, index, backend, filter_mode, opts, counters):
+    """MappedPairs of a batch pair: each mate mapped by the single-end core (each file named in its errors)."""
+    return MappedPairs(b1, b2, names, *(find_loci(b, index, backend, filter_mode, opts.e, path, counters)
+                                        for b, path in ((b1, opts.reads), (b2, opts.reads2))))
 
 
 def classify(m1, a, m2, b, orientation, lo, hi):
@@ -185,21 +205,36 @@ def best_concordant(m1, m2, orientation, lo, hi, genome_length):
     return tuple(np.concatenate(k) if k else np.zeros(0, np.int64) for k in kept)
 
 
-def confident_tlens(m1, m2, orientation):
-    """TLENs of the pairs whose mates map once each, on one contig, in the library's orientation (pair order)."""
+@dataclass
+class Confident:
+    """The confidently paired read pairs of one batch, what `insert_size` reads: mates that map once each, on
+    one contig, in the library's orientation."""
+    numbers: np.ndarray           # their 0-based numbers in the files, in pair order
+    tlens: np.ndarray             # their TLENs
+    end: int                      # pairs in the files up to the batch's last
+
+
+def confident_tlens(mapped, orientation):
+    """Confident of a MappedPairs."""
+    m1, m2 = Mate(mapped.r1, mapped.found1), Mate(mapped.r2, mapped.found2)
     pairs = np.flatnonzero((m1.nh == 1) & (m2.nh == 1))
     code, tlen = classify(m1, m1.first[pairs], m2, m2.first[pairs], orientation, 0, np.inf)
-    return tlen[code == CONCORDANT]
+    confident = code == CONCORDANT
+    return Confident(mapped.r1.first + pairs[confident], tlen[confident], mapped.r1.first + len(mapped.r1))
 
 
 @dataclass
-class _Settings:
+class PairSettings:
     orientation: str
     lo: int
     hi: int
     max_records: int
     max_oea: int
     max_dis: int
+
+    @classmethod
+    def of(cls, opts, lo, hi):
+        return cls(PAIRED[opts.paired], lo, hi, opts.max_records, opts.max_oea, opts.max_dis)
 
 
 def _single_mapq(nh):
@@ -257,9 +292,10 @@ def _divet_combinations(m1, m2, discordant, settings):
     return a[real], b[real], code[real]
 
 
-def pair_batch(b1, b2, qnames, found1, found2, reference, settings, counters, pairs):
-    """(main SAM, OEA SAM, DIVET) texts of one batch pair; updates the counters."""
-    mates = m1, m2 = Mate(b1, found1), Mate(b2, found2)
+def pair_batch(mapped, reference, settings, counters, pairs):
+    """(main SAM, OEA SAM, DIVET) texts of one MappedPairs; updates the counters."""
+    b1, b2, qnames = mapped.r1, mapped.r2, mapped.names
+    mates = m1, m2 = Mate(b1, mapped.found1), Mate(b2, mapped.found2)
     with counters.timed("pair"):
         a, b = best_concordant(m1, m2, settings.orientation, settings.lo, settings.hi, len(reference.codes))
         ties = np.bincount(m1.read[a], minlength=len(b1))
@@ -299,16 +335,34 @@ def side_paths(output):
     return f"{stem}_OEA.sam", f"{stem}_DIVET.vh"
 
 
-def _estimated(mapped, orientation, given):
-    """Consume mapped batches until ESTIMATE_PAIRS confident pairs (or ESTIMATE_SCAN pairs) are seen;
-    (lo, hi, the batches consumed)."""
+@contextlib.contextmanager
+def pair_outputs(opts, reference):
+    """(SAM, OEA SAM, DIVET) files of a paired run, written atomically, the SAM headers written."""
+    oea_path, divet_path = side_paths(opts.output)
+    with atomic_output(opts.output) as sam, atomic_output(oea_path) as oea, atomic_output(divet_path) as divet:
+        text = header(reference, opts.command_line)
+        sam.write(text)
+        oea.write(text)
+        yield sam, oea, divet
+
+
+def insert_size(batches, orientation, given):
+    """(lo, hi, the items consumed): the concordant TLEN range, `given` (--min, --max) where both are set,
+    else estimated (insert_size.py) from the first ESTIMATE_PAIRS confident pairs among the first
+    ESTIMATE_SCAN pairs of the files; `given` overrides its side of the estimate.
+
+    `batches` yields (item, its batch's Confident) in input order and is consumed only until the estimate
+    is known. The pairs taken are fixed pair by pair, not batch by batch, so a distributed run, whose
+    chunks are not the single process's batches, gets the same range (mapper/cluster.py)."""
+    if None not in given:
+        return *given, []
     seen, tlens = [], []
-    confident = scanned = 0
-    for b1, b2, names, found1, found2 in mapped:
-        seen.append((b1, b2, names, found1, found2))
-        tlens.append(confident_tlens(Mate(b1, found1), Mate(b2, found2), orientation))
-        confident, scanned = confident + len(tlens[-1]), scanned + len(b1)
-        if confident >= ESTIMATE_PAIRS or scanned >= ESTIMATE_SCAN:
+    confident = 0
+    for item, batch in batches:
+        seen.append(item)
+        tlens.append(batch.tlens[batch.numbers < ESTIMATE_SCAN])
+        confident += len(tlens[-1])
+        if confident >= ESTIMATE_PAIRS or batch.end >= ESTIMATE_SCAN:
             break
     tlens = np.concatenate(tlens)[:ESTIMATE_PAIRS]
     lo, hi = insert_range(tlens, orientation)
@@ -326,32 +380,22 @@ def map_pairs(opts):
     """`gkmap map --pe/--mp` with checked MapOptions (pipeline.map_reads comes here); returns the PairCounters."""
     t0 = time.perf_counter()
     index, backend, filter_mode, counters = open_mapping(opts)
-    counters.times["pair"] = 0.0
     pairs = PairCounters(counters)
     orientation = PAIRED[opts.paired]
     progress = progress_bar(opts, " pairs")
-    oea_path, divet_path = side_paths(opts.output)
-    mapped = ((b1, b2, names, find_loci(b1, index, backend, filter_mode, opts.e, opts.reads, counters),
-               find_loci(b2, index, backend, filter_mode, opts.e, opts.reads2, counters))
+    mapped = (find_mates(b1, b2, names, index, backend, filter_mode, opts, counters)
               for b1, b2, names in counters.timed_iter("parse", read_pairs(opts.reads, opts.reads2, opts.batch_size)))
-    given = (opts.min_insert, opts.max_insert)
-    with atomic_output(opts.output) as sam, atomic_output(oea_path) as oea, atomic_output(divet_path) as divet:
-        if None in given:
-            lo, hi, seen = _estimated(mapped, orientation, given)
-            mapped = itertools.chain(seen, mapped)
-        else:
-            lo, hi = given
+    with pair_outputs(opts, index.reference) as outputs:
+        lo, hi, seen = insert_size(((m, confident_tlens(m, orientation)) for m in mapped), orientation,
+                                   (opts.min_insert, opts.max_insert))
         pairs.insert = (lo, hi)
-        settings = _Settings(orientation, lo, hi, opts.max_records, opts.max_oea, opts.max_dis)
-        text = header(index.reference, opts.command_line)
-        sam.write(text)
-        oea.write(text)
-        for b1, b2, names, found1, found2 in mapped:
-            texts = pair_batch(b1, b2, names, found1, found2, index.reference, settings, counters, pairs)
+        settings = PairSettings.of(opts, lo, hi)
+        for batch in itertools.chain(seen, mapped):
+            texts = pair_batch(batch, index.reference, settings, counters, pairs)
             with counters.timed("output"):
-                for handle, part in zip((sam, oea, divet), texts):
+                for handle, part in zip(outputs, texts):
                     handle.write(part)
-            progress.update(len(b1))
+            progress.update(len(batch.r1))
     progress.close()
     counters.seconds = time.perf_counter() - t0
     log.info("%s", counters.summary())

@@ -175,12 +175,12 @@ def progress_bar(opts, unit):
 def map_reads(opts):
     """Run `gkmap map` with MapOptions; returns the Counters (paired.PairCounters with --pe/--mp)."""
     opts.check()
-    if opts.paired:
-        from mapper.paired import map_pairs  # paired.py builds on this module
-        return map_pairs(opts)
     if opts.distributed:
         from mapper.cluster import map_distributed  # dask is optional: imported only for these runs
         return map_distributed(opts)
+    if opts.paired:
+        from mapper.paired import map_pairs  # paired.py builds on this module
+        return map_pairs(opts)
     t0 = time.perf_counter()
     from mapper.neighbourhood.mapping import open_neighbourhood  # the neighbourhood wing builds on this module
     index, backend, filter_mode, counters = (open_neighbourhood if opts.index_kind == "neighbourhood" else open_mapping)(opts)

@@ -3,7 +3,7 @@
 backend --device names (cpu on a machine without GPUs).
 
     scripts/bench_cluster.py [--set shigella|chr20] [--reads N] [--chunk-reads 2000] [--workers 1 2]
-                             [--device cpu] [--repeat 3] [--data ../shared/data] [--out DIR]
+                             [--device cpu] [--repeat 3] [--data ../shared/data] [--out DIR] [--paired]
 
 Sets: `shigella`, the 22,084 real Shigella R1 reads (150 bp, per-read e) against S. dysenteriae; `chr20`,
 --reads reads simulated from human chr20 (CONVENTIONS.md model, seed 11), 100 bp at e=5 (issue #4's set;
@@ -20,6 +20,11 @@ slow on cpu). Each time is the fastest of --repeat runs. Measured:
    write the SAM text), timed alone: one client cannot feed workers faster than that.
 Then the projection of docs/cluster.md for --project-reads reads on 8 and 64 GPUs, from the single-GPU rates
 of GPU_RATES: T(G) = T_setup + F0 + N * max((1/r + o/C + d) / G, 1/R_client + d), chunks of 100,000 reads.
+
+--paired: the Shigella R1/R2 read pairs (`gkmap map --pe`, insert size estimated) in a single process
+(batches of --chunk-reads pairs) and through local clusters of --workers worker processes (chunks of
+--chunk-reads pairs): wall seconds, read pairs/s and reads/s (two a pair), speed-up over the single process
+and over one worker. Every distributed SAM, OEA SAM and DIVET file is checked equal to the single process's.
 """
 import argparse
 import itertools
@@ -37,6 +42,7 @@ from distributed import Client
 from mapper.cluster import local_cluster
 from mapper.index import build_index
 from mapper.options import MapOptions
+from mapper.paired import side_paths
 from mapper.outputs import atomic_output
 from mapper.pipeline import map_reads
 from mapper.reads import read_batches
@@ -51,6 +57,11 @@ PROJECT_CHUNK = 100_000
 def body(path):
     with open(path) as f:
         return [line for line in f if not line.startswith("@PG")]
+
+
+def pair_bodies(sam):
+    """The three outputs of a paired run (@PG lines aside)."""
+    return [body(path) for path in (sam, *side_paths(str(sam)))]
 
 
 def fastest(repeat, opts, **changes):
@@ -102,6 +113,44 @@ def inputs(args, work):
     return "chr20 simulated 100 bp, e=5", genome, reads, args.reads, 5
 
 
+def clusters(workers, setup):
+    """For each number w of workers: (w, a Client of a local cluster of w worker processes); its start
+    time in setup[w]."""
+    for w in workers:
+        t = time.perf_counter()
+        with local_cluster([{}] * w, "worker") as cluster, Client(cluster, set_as_default=False) as client:
+            setup[w] = time.perf_counter() - t
+            yield w, client
+            assert len(client.nthreads()) == w
+
+
+def bench_paired(args, work):
+    """--paired: single process against local clusters, every output checked; prints the table."""
+    name, genome, r1, pairs, _ = inputs(args, work)
+    r2 = r1.with_name(r1.name.replace("_R1", "_R2"))
+    base = MapOptions(str(genome), str(r1), reads2=str(r2), paired="pe", device=args.device,
+                      index_dir=str(work / "idx"), output=str(work / "single.sam"), quiet=True)
+    C = args.chunk_reads
+    single = fastest(args.repeat, base, batch_size=C)
+    expected = pair_bodies(work / "single.sam")
+    wall, setup = {}, {}
+    for w, client in clusters(args.workers, setup):
+        sam = work / f"w{w}.sam"
+        wall[w] = fastest(args.repeat, base, scheduler=client.scheduler.address, chunk_reads=C, output=str(sam))
+        assert pair_bodies(sam) == expected, f"{w} workers: the outputs differ"
+    print(f"{name.replace('R1', 'R1/R2')} as read pairs (--pe): {pairs:,} pairs, --device {args.device}, "
+          f"{os.cpu_count()} cores, fastest of {args.repeat}; every distributed SAM, OEA SAM and DIVET file equals "
+          f"the single process's (the @PG line aside)\n")
+    print("| run | chunk pairs | cluster start s | wall s | pairs/s | reads/s | speed-up over single process | "
+          "speed-up over 1 worker |")
+    print("|---|---|---|---|---|---|---|---|")
+    print(f"| single process | {C:,} (batch) | - | {single:.2f} | {pairs / single:,.0f} | {2 * pairs / single:,.0f} "
+          f"| 1.00 | - |")
+    for w, seconds in sorted(wall.items()):
+        print(f"| {w} worker(s) | {C:,} | {setup[w]:.1f} | {seconds:.2f} | {pairs / seconds:,.0f} | "
+              f"{2 * pairs / seconds:,.0f} | {single / seconds:.2f} | {wall[1] / seconds:.2f} |")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--set", choices=("shigella", "chr20"), default="shigella")
@@ -113,9 +162,17 @@ def main():
     p.add_argument("--project-reads", type=float, default=900e6)
     p.add_argument("--data", default=str(ROOT.parent / "shared" / "data"))
     p.add_argument("--out", help="keep the index, reads and SAM files here")
+    p.add_argument("--paired", action="store_true", help="the Shigella R1/R2 read pairs (--pe) instead")
     args = p.parse_args()
     if 1 not in args.workers:
         p.error("--workers must include 1 (the speed-up and the overheads are measured against it)")
+    if args.paired and args.set != "shigella":
+        p.error("--paired maps the Shigella R1/R2 pairs (--set shigella)")
+    if args.paired:
+        with tempfile.TemporaryDirectory() as tmp:
+            work = Path(args.out or tmp)
+            work.mkdir(parents=True, exist_ok=True)
+            return bench_paired(args, work)
     C, small = args.chunk_reads, max(args.chunk_reads // 10, 1)
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(args.out or tmp)
@@ -128,18 +185,14 @@ def main():
         single_tiny = fastest(args.repeat, tiny)
         expected = body(work / "single.sam")
         wall, setup = {}, {}
-        for w in args.workers:
-            t = time.perf_counter()
-            with local_cluster([{}] * w, "worker") as cluster, Client(cluster, set_as_default=False) as client:
-                setup[w] = time.perf_counter() - t
-                for c in (C, small) if w == 1 else (C,):
-                    sam = work / f"w{w}_c{c}.sam"
-                    wall[w, c] = fastest(args.repeat, base, scheduler=cluster.scheduler_address, chunk_reads=c,
-                                         output=str(sam))
-                    assert body(sam) == expected, f"{w} workers, chunks of {c}: the SAM differs"
-                    assert len(client.nthreads()) == w
-                if w == 1:
-                    wall_tiny = fastest(args.repeat, tiny, scheduler=cluster.scheduler_address, chunk_reads=small)
+        for w, client in clusters(args.workers, setup):
+            address = client.scheduler.address
+            for c in (C, small) if w == 1 else (C,):
+                sam = work / f"w{w}_c{c}.sam"
+                wall[w, c] = fastest(args.repeat, base, scheduler=address, chunk_reads=c, output=str(sam))
+                assert body(sam) == expected, f"{w} workers, chunks of {c}: the SAM differs"
+            if w == 1:
+                wall_tiny = fastest(args.repeat, tiny, scheduler=address, chunk_reads=small)
         chunks = {c: -(-n_reads // c) for c in (C, small)}
         extra = {c: wall[1, c] - single[c] for c in (C, small)}
         overhead = (extra[small] - extra[C]) / (chunks[small] - chunks[C])

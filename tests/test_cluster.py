@@ -81,26 +81,28 @@ def test_each_worker_gets_its_own_environment(client):
     assert sorted(client.run(lambda: __import__("os").environ["GKMAP_TEST_SLOT"]).values()) == ["a", "b"]
 
 
-def kill_worker_on_its_first_chunk():
+def kill_worker_on_first_call(name):
+    """Fault injection, run on one worker: the first call of mapper.cluster's `name` there kills the process."""
     import os
     import mapper.cluster
-    mapper.cluster.map_batch = lambda *args, **kwargs: os._exit(1)
+    setattr(mapper.cluster, name, lambda *args, **kwargs: os._exit(1))
 
 
-def raise_on_first_chunk():
+def raise_on_first_call(name):
+    """Fault injection, run on one worker: the first call of mapper.cluster's `name` there raises."""
     import mapper.cluster
-    original = mapper.cluster.map_batch
+    original = getattr(mapper.cluster, name)
 
     def fail(*args, **kwargs):
-        mapper.cluster.map_batch = original
+        setattr(mapper.cluster, name, original)
         raise RuntimeError("injected fault")
-    mapper.cluster.map_batch = fail
+    setattr(mapper.cluster, name, fail)
 
 
-@pytest.mark.parametrize("fault", [kill_worker_on_its_first_chunk, raise_on_first_chunk])
+@pytest.mark.parametrize("fault", [kill_worker_on_first_call, raise_on_first_call])
 def test_fault_is_retried_without_losing_reads(gkmap, index_dir, tmp_path, single_sam, client, fault):
     victim = sorted(client.nthreads())[0]
-    client.run(fault, workers=[victim])
+    client.run(fault, "map_batch", workers=[victim])
     code, err = gkmap(*map_args(index_dir, tmp_path, "--scheduler", client.scheduler.address))
     assert code == 0, err
     assert body(tmp_path / "out.sam") == body(single_sam / "out.sam")
@@ -137,12 +139,6 @@ def test_worker_with_another_index_version_is_refused(gkmap, index_dir, tmp_path
 def test_cluster_option_errors(gkmap, args, message, tmp_path):
     code, err = gkmap("map", *args, "-o", tmp_path / "out.sam", SHIGELLA, SHIGELLA_R1)
     assert code == 2 and message in err, err
-
-
-def test_paired_end_is_refused(gkmap, tmp_path):
-    r2 = READS / "shigella_dysenteriae_ERR6005894_R2.fastq.gz"
-    code, err = gkmap("map", "--pe", "--local-cluster", "2", "-o", tmp_path / "out.sam", SHIGELLA, SHIGELLA_R1, r2)
-    assert code == 2 and "--pe runs can't be spread over workers yet" in err, err
 
 
 def test_gpus_pin_one_visible_gpu_per_worker(monkeypatch, gkmap, index_dir, tmp_path):
