@@ -1,4 +1,5 @@
-/* gather.cu: rows of ASCII letters gathered from a resident code array, for kernels that read ASCII rows
+/* gather.cu: data movement between stages on the GPU. gather_ascii: rows of ASCII letters gathered from a
+ * resident code array, for kernels that read ASCII rows
  * (gatekeeper.cu's encoder) without a round trip through the host.
  *
  * One thread per output letter: row i = tid / width, column j = tid % width; consecutive threads write
@@ -20,4 +21,59 @@ extern "C" __global__ void gather_ascii(const uint8_t *__restrict__ codes, const
     const long long p = start[i] + t % width;
     const uint8_t code = p >= lo[i] && p < hi[i] ? codes[p] : CODE_N;
     out[t] = code == CODE_A ? 'A' : code == CODE_C ? 'C' : code == CODE_G ? 'G' : code == CODE_T ? 'T' : 'N';
+}
+
+/* candidate_windows: the verification window of each candidate (mapper/seeding.py Candidates.windows),
+ * computed where the candidates already are, so they need not visit the host between seeding and
+ * verification. One thread per candidate i of row r = cand_row[i] on contig c = cand_contig[i]:
+ *   win_start = max(lo - e, contig_start[c]),  win_end = min(hi + L + e, contig_end[c])
+ * and the per-window read fields the verifier takes (read_start, read_len, max_e).
+ * In : cand_row int32, cand_contig int32, cand_lo/cand_hi int64 [n]; row_start int64, row_len int32,
+ *      row_e int32 [R]; contig_start/contig_end int64 [C]
+ * Out: read_start int64, read_len int32, max_e int32, win_start int64, win_len int32 [n]
+ */
+extern "C" __global__ void candidate_windows(
+    const int *__restrict__ cand_row, const int *__restrict__ cand_contig, const long long *__restrict__ cand_lo,
+    const long long *__restrict__ cand_hi, const long long n, const long long *__restrict__ row_start,
+    const int *__restrict__ row_len, const int *__restrict__ row_e, const long long *__restrict__ contig_start,
+    const long long *__restrict__ contig_end, long long *__restrict__ read_start, int *__restrict__ read_len,
+    int *__restrict__ max_e, long long *__restrict__ win_start, int *__restrict__ win_len)
+{
+    const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n)
+        return;
+    const int r = cand_row[i], c = cand_contig[i];
+    const int L = row_len[r], e = row_e[r];
+    const long long a = cand_lo[i] - e > contig_start[c] ? cand_lo[i] - e : contig_start[c];
+    const long long b = cand_hi[i] + L + e < contig_end[c] ? cand_hi[i] + L + e : contig_end[c];
+    read_start[i] = row_start[r];
+    read_len[i] = L;
+    max_e[i] = e;
+    win_start[i] = a;
+    win_len[i] = (int)(b - a);
+}
+
+/* take_i32 / take_i64: out[k * n + i] = src[k * n_src + index[i]] for k < planes, one thread per output
+ * element: compacts the few verified windows (and their word-major end/start planes) before they go to
+ * the host, instead of copying every candidate's result back. */
+extern "C" __global__ void take_i32(const int *__restrict__ src, const long long n_src,
+                                    const long long *__restrict__ index, const long long n, const int planes,
+                                    int *__restrict__ out)
+{
+    const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= n * planes)
+        return;
+    const long long k = t / n, i = t % n;
+    out[t] = src[k * n_src + index[i]];
+}
+
+extern "C" __global__ void take_i64(const long long *__restrict__ src, const long long n_src,
+                                    const long long *__restrict__ index, const long long n, const int planes,
+                                    long long *__restrict__ out)
+{
+    const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= n * planes)
+        return;
+    const long long k = t / n, i = t % n;
+    out[t] = src[k * n_src + index[i]];
 }

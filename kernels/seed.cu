@@ -1,20 +1,24 @@
-/* seed.cu: FastHASH seeding on the GPU, one thread per strand row (a read on one strand).
+/* seed.cu: FastHASH seeding on the GPU.
  *
  * Produces exactly the candidates of the numpy seeder (mapper/seeding.py, whose docstring explains
  * every step): the row's non-overlapping WS-mers, cheap selection of the e+1 least frequent, emission of
  * the occurrences of the chosen ones as diagonals, de-duplication, the adjacency filter, and diagonal
- * bands of width e+1. Three launches:
+ * bands of width e+1. The work is split so that the expensive step, the adjacency filter (a binary search
+ * per k-mer of the row for every distinct diagonal), runs one thread per diagonal instead of serially
+ * inside a row's thread; the sequential steps (a k-way merge, chaining) stay one thread per row.
  *
  * seed_select      per row: key, N flag and bucket size of each k-mer; a k-mer is chosen when its rank
  *                  in the row, ordered by (bucket size, position in the read), is below e+1 and its bucket
  *                  is not empty (an N k-mer counts as size 0); row_hits = total size of chosen buckets.
- * seed_candidates  per row: the chosen buckets are position-sorted lists, so list j yields diagonals
- *                  (pos - j*WS) sorted by (contig, diagonal); a k-way merge visits all hits in that order,
- *                  equal (contig, diagonal) pairs once. Each distinct diagonal d is kept when at most e of
- *                  the row's k-mers are missing from [d + j*WS - e, d + j*WS + e] (binary search in their
- *                  bucket; N k-mers are missing). Kept diagonals are chained while consecutive ones are
- *                  <= e apart; a chain is cut into bands (d - chain_first) / (e+1); each band is written
- *                  as (contig, first diagonal, last diagonal) at the row's slot (capacity row_hits).
+ * seed_diagonals   per row: the chosen buckets are position-sorted lists, so list j yields diagonals
+ *                  (pos - j*WS) sorted by (contig, diagonal); a k-way merge visits all hits in that order
+ *                  and writes each distinct (contig, diagonal) once at the row's slot (capacity row_hits).
+ * seed_adjacent    per diagonal slot: diagonal d of row r is kept when at most e of the row's k-mers are
+ *                  missing from [d + j*WS - e, d + j*WS + e] (binary search in their bucket; N k-mers are
+ *                  missing). The slot's row is found by binary search in the rows' slot offsets.
+ * seed_bands       per row: kept diagonals are chained while consecutive ones are <= e apart; a chain is
+ *                  cut into bands (d - chain_first) / (e+1); each band is written as (contig, first
+ *                  diagonal, last diagonal) at the row's slot.
  * seed_compact     per row: moves its bands from the slot to their place in the dense output.
  * The host prefix-sums row_hits (slot offsets) and the band counts (dense offsets) between launches and
  * launches rows in chunks whose total hits fit the buffers, so a read with huge buckets cannot exhaust memory.
@@ -115,21 +119,19 @@ __device__ __forceinline__ int occurs_within(const OFFSET_T *offsets, const unsi
     return a < end && (long long)positions[a] <= hi;
 }
 
-extern "C" __global__ void seed_candidates(
+extern "C" __global__ void seed_diagonals(
     const unsigned int *__restrict__ kmer_key, const uint8_t *__restrict__ kmer_flags,
-    const int *__restrict__ nk, const long long *__restrict__ kfirst, const int *__restrict__ row_e,
+    const int *__restrict__ nk, const long long *__restrict__ kfirst,
     const long long *__restrict__ slot, const int row_begin, const int n_rows,
     const OFFSET_T *__restrict__ offsets, const unsigned int *__restrict__ positions,
     const long long *__restrict__ contig_starts, const int n_contigs,
-    int *__restrict__ out_contig, long long *__restrict__ out_lo, long long *__restrict__ out_hi,
-    int *__restrict__ n_diagonals, int *__restrict__ n_adjacent, int *__restrict__ n_bands)
+    int *__restrict__ diag_contig, long long *__restrict__ diag_value, int *__restrict__ n_diagonals)
 {
     const int t = blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= n_rows)
         return;
     const int r = row_begin + t;
     const int k = nk[r];
-    const int e = row_e[r];
     const long long first = kfirst[r];
 
     /* the chosen lists: read offset j*WS, cursor and end in `positions`, current head (contig, diagonal) */
@@ -150,9 +152,7 @@ extern "C" __global__ void seed_candidates(
     }
 
     long long out = slot[t];
-    int diagonals = 0, adjacent = 0, bands = 0;
-    int have_band = 0, band_contig = -1;
-    long long band_lo = 0, band_hi = 0, band_id = 0, chain_first = 0, last_diag = 0;
+    int diagonals = 0;
     int prev_contig = -1;
     long long prev_diag = 0;
     for (;;) {
@@ -176,19 +176,74 @@ extern "C" __global__ void seed_candidates(
             continue; /* the same diagonal from another k-mer */
         prev_contig = c;
         prev_diag = d;
+        diag_contig[out] = c;
+        diag_value[out] = d;
+        ++out;
         ++diagonals;
+    }
+    n_diagonals[t] = diagonals;
+}
 
-        int present = 0;
-        for (int j = 0; j < k; ++j) {
-            if (kmer_flags[first + j] & FLAG_N)
-                continue;
-            const long long target = d + (long long)j * WS;
-            present += occurs_within(offsets, positions, kmer_key[first + j], target - e, target + e);
-        }
-        if (k - present > e)
+extern "C" __global__ void seed_adjacent(
+    const unsigned int *__restrict__ kmer_key, const uint8_t *__restrict__ kmer_flags,
+    const int *__restrict__ nk, const long long *__restrict__ kfirst, const int *__restrict__ row_e,
+    const long long *__restrict__ slot, const int *__restrict__ n_diagonals, const int row_begin,
+    const int n_rows, const long long n_slots,
+    const OFFSET_T *__restrict__ offsets, const unsigned int *__restrict__ positions,
+    const long long *__restrict__ diag_value, uint8_t *__restrict__ diag_kept)
+{
+    const long long s = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (s >= n_slots)
+        return;
+    /* the row owning slot s: the last t with slot[t] <= s (rows without hits share their successor's slot) */
+    int lo = 0, hi = n_rows;
+    while (hi - lo > 1) {
+        const int mid = (lo + hi) >> 1;
+        if (slot[mid] <= s)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    if (s - slot[lo] >= n_diagonals[lo])
+        return; /* a slot beyond the row's distinct diagonals */
+    const int r = row_begin + lo;
+    const int k = nk[r];
+    const int e = row_e[r];
+    const long long first = kfirst[r];
+    const long long d = diag_value[s];
+    int present = 0;
+    for (int j = 0; j < k; ++j) {
+        if (kmer_flags[first + j] & FLAG_N)
+            continue;
+        const long long target = d + (long long)j * WS;
+        present += occurs_within(offsets, positions, kmer_key[first + j], target - e, target + e);
+    }
+    diag_kept[s] = k - present <= e;
+}
+
+extern "C" __global__ void seed_bands(
+    const int *__restrict__ row_e, const long long *__restrict__ slot, const int *__restrict__ n_diagonals,
+    const int row_begin, const int n_rows,
+    const int *__restrict__ diag_contig, const long long *__restrict__ diag_value,
+    const uint8_t *__restrict__ diag_kept,
+    int *__restrict__ out_contig, long long *__restrict__ out_lo, long long *__restrict__ out_hi,
+    int *__restrict__ n_adjacent, int *__restrict__ n_bands)
+{
+    const int t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= n_rows)
+        return;
+    const int e = row_e[row_begin + t];
+    const long long begin = slot[t], stop = slot[t] + n_diagonals[t];
+    long long out = begin;
+    int adjacent = 0, bands = 0;
+    int have_band = 0, band_contig = -1;
+    long long band_lo = 0, band_hi = 0, band_id = 0, chain_first = 0, last_diag = 0;
+    for (long long i = begin; i < stop; ++i) {
+        if (!diag_kept[i])
             continue;
         ++adjacent;
-
+        const int c = diag_contig[i];
+        const long long d = diag_value[i];
         const int new_chain = !have_band || c != band_contig || d - last_diag > e;
         if (new_chain)
             chain_first = d;
@@ -215,7 +270,6 @@ extern "C" __global__ void seed_candidates(
         out_hi[out] = band_hi;
         ++bands;
     }
-    n_diagonals[t] = diagonals;
     n_adjacent[t] = adjacent;
     n_bands[t] = bands;
 }

@@ -1,5 +1,6 @@
 """Mapping options: every default lives here, `--help` shows these values, and `check()` validates a
 whole option set once, naming the flag at fault."""
+import os
 from dataclasses import dataclass
 
 from mapper.errors import UsageError
@@ -27,6 +28,7 @@ class MapOptions:
     max_records: int = None     # -n
     index_dir: str = None
     batch_size: int = 100_000
+    threads: int = None         # -t: host processes rendering CIGAR/MD and SAM (None: the cores, at most 16)
     quiet: bool = False
     command_line: str = "gkmap map"
     paired: str = None          # None (single-end), "pe" or "mp" (PAIRED)
@@ -47,6 +49,12 @@ class MapOptions:
     step: int = 1               # --step: read offset between two patterns (delta)
     lookup: str = "phf"         # --lookup: phf, binary or list
 
+    def host_workers(self):
+        """Processes rendering SAM text (mapper/render.py): -t, or every core this process may use."""
+        if self.threads is not None:
+            return self.threads
+        return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
     @property
     def distributed(self):
         """True when the run is spread over Dask workers (mapper/cluster.py)."""
@@ -61,6 +69,8 @@ class MapOptions:
             raise UsageError(f"--device must be one of {', '.join(DEVICES)}, not {self.device!r}")
         if self.max_records is not None and self.max_records < 1:
             raise UsageError(f"-n must be at least 1, not {self.max_records}")
+        if self.threads is not None and self.threads < 1:
+            raise UsageError(f"--threads must be at least 1, not {self.threads}")
         if self.batch_size < 1:
             raise UsageError(f"--batch-size must be at least 1, not {self.batch_size}")
         self._check_paired()

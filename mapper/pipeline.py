@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 import numpy as np
 from tqdm import tqdm
 
-from mapper.align import describe
 from mapper.backends import get_backend
 from mapper.errors import UsageError
 from mapper.filters.windows import MODES as FILTER_MODES, candidate_pairs
@@ -27,7 +26,8 @@ from mapper.index import open_index
 from mapper.options import MAX_E
 from mapper.outputs import atomic_output
 from mapper.reads import read_batches
-from mapper.sam import batch_records, header, unmapped_records
+from mapper.render import HostWorkers, render
+from mapper.sam import header
 from mapper.seeding import SeedStats, strand_rows
 from mapper.verify import select_loci
 
@@ -115,8 +115,10 @@ def find_loci(batch, index, backend, filter_mode, fixed_e, reads_path, counters,
             dump.write(candidate_pairs(rows, cands, reference))
     with counters.timed("filter"):
         keep = backend.filter(filter_mode, rows, cands, reference)
-    counters.filtered_out += int((~keep).sum())
-    cands = cands.subset(keep)
+    rejected = int((~keep).sum())
+    counters.filtered_out += rejected
+    if rejected:  # a subset would bring device-resident candidates back to the host for nothing
+        cands = cands.subset(keep)
     counters.verified += len(cands)
     with counters.timed("verify"):
         loci = select_loci(rows, backend.verify(rows, cands, reference))
@@ -140,21 +142,25 @@ def cap_records(found, best, max_records):
     return loci.take(keep), read[keep], strand[keep]
 
 
-def map_batch(batch, index, backend, filter_mode, opts, counters, dump=None):
-    """SAM text and unmapped-read indices of one batch; updates `counters`."""
-    found = find_loci(batch, index, backend, filter_mode, opts.e, opts.reads, counters, dump)
-    loci, read, strand = cap_records(found, opts.best, opts.max_records)
-    with counters.timed("align"):
-        cigars, mds, nms = describe(found.rows, loci, index.reference)
+def count_batch(counters, batch, found, n_records):
+    """Add one batch's reads, mapped/unmapped reads, loci and records to `counters`."""
     nh = found.nh
     counters.reads += len(batch)
     counters.mapped += int((nh > 0).sum())
     counters.unmapped += int((nh == 0).sum())
     counters.loci += int(nh.sum())
-    counters.records += len(loci) + int((nh == 0).sum())
-    with counters.timed("output"):
-        text = batch_records(batch, index.reference, read, strand, loci, cigars, mds, nms, nh)
-    return text, np.flatnonzero(nh == 0)
+    counters.records += n_records + int((nh == 0).sum())
+
+
+def map_batch(batch, index, backend, filter_mode, opts, counters, dump=None):
+    """SAM text and unmapped-read indices of one batch, rendered inline; updates `counters`."""
+    found = find_loci(batch, index, backend, filter_mode, opts.e, opts.reads, counters, dump)
+    loci, read, strand = cap_records(found, opts.best, opts.max_records)
+    rendered = render(batch, index.reference, loci, read, strand, found.nh, False)
+    counters.times["align"] += rendered.align_s
+    counters.times["output"] += rendered.output_s
+    count_batch(counters, batch, found, len(loci))
+    return rendered.sam, np.flatnonzero(found.nh == 0)
 
 
 def open_mapping(opts):
@@ -189,14 +195,28 @@ def map_reads(opts):
         optional = lambda path: outputs.enter_context(atomic_output(path)) if path else None
         sam = outputs.enter_context(atomic_output(opts.output))
         unmapped, dump = optional(opts.unmapped), optional(opts.dump_candidates)
+        workers = outputs.enter_context(HostWorkers(opts.host_workers(), opts.batch_size, index.reference,
+                                                    unmapped is not None))
         sam.write(header(index.reference, opts.command_line))
+
+        def write(block=False):
+            for batch, parts in workers.ready(block):
+                with counters.timed("output"):
+                    for part in parts:
+                        counters.times["align"] += part.align_s
+                        counters.times["output"] += part.output_s
+                        sam.write(part.sam)
+                        if unmapped is not None:
+                            unmapped.write(part.unmapped)
+                progress.update(len(batch))
+
         for batch in counters.timed_iter("parse", read_batches(opts.reads, opts.batch_size)):
-            text, unmapped_reads = map_batch(batch, index, backend, filter_mode, opts, counters, dump)
-            with counters.timed("output"):
-                sam.write(text)
-                if unmapped is not None:
-                    unmapped.write(unmapped_records(batch, unmapped_reads))
-            progress.update(len(batch))
+            found = find_loci(batch, index, backend, filter_mode, opts.e, opts.reads, counters, dump)
+            loci, read, strand = cap_records(found, opts.best, opts.max_records)
+            count_batch(counters, batch, found, len(loci))
+            workers.submit(batch, loci, read, strand, found.nh)
+            write()
+        write(block=True)
     progress.close()
     counters.seconds = time.perf_counter() - t0
     log.info("%s", counters.summary())

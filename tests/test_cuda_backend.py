@@ -62,6 +62,25 @@ def test_gpu_verification_equals_edlib(backend, index_dir):
         assert np.array_equal(getattr(got, f), getattr(want, f)), f
 
 
+@pytest.mark.parametrize("capacity", [1 << 25, 300], ids=["one-launch", "chunked"])
+def test_device_candidates_verified_in_place(backend, monkeypatch, index_dir, capacity):
+    """Seeding's candidates stay on the device and go straight to the verifier (in parts when seeding ran
+    in chunks); the loci equal the numpy seeder + edlib's, and the host never needed the candidate list."""
+    monkeypatch.setattr(cuda_mapping, "BAND_CAPACITY", capacity)
+    index = load_index(SHIGELLA, index_dir(SHIGELLA))
+    batch, rows = batch_rows(READS / "shigella_dysenteriae_ERR6005894_R1.fastq.gz", 300, 6)
+    cands, _ = seed(rows, index)
+    want = select_loci(rows, verify(rows, cands, index.reference))
+    dev, _ = backend.seed(rows, index)
+    assert isinstance(dev, cuda_mapping.DeviceCandidates) and len(dev) == len(cands)
+    assert capacity > 1000 or len(dev.parts) > 1
+    got = select_loci(rows, backend.verify(rows, dev, index.reference))
+    assert "host" not in vars(dev)  # verified without fetching the candidates
+    assert len(want) > 50
+    for f in ("row", "contig", "start", "end", "edits"):
+        assert np.array_equal(getattr(got, f), getattr(want, f)), f
+
+
 @pytest.mark.parametrize("mode", ["improved", "faithful"])
 @pytest.mark.parametrize("e", [None, 9])
 def test_gpu_filter_equals_cpu(backend, index_dir, mode, e):

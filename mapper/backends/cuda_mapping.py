@@ -9,6 +9,8 @@ with more than MAX_ENDS optimal ends (long tandem repeats) is redone on the host
 
 pycuda is imported here and in mapper/backends/cuda.py only, and only when the cuda backend is asked for.
 """
+import functools
+
 import numpy as np
 
 from mapper.backends import cuda
@@ -33,16 +35,18 @@ class CudaBackend(Backend):
         self._rows_of = None
 
     def _resident_index(self, index):
-        """(offsets, positions, contig starts) in device memory, uploaded once per run."""
+        """(offsets, positions, contig starts, contig ends) in device memory, uploaded once per run."""
         if self._index_of is not index:
+            ref = index.reference
             self._index = (cuda.to_device(index.offsets), cuda.to_device(index.positions),
-                           cuda.to_device(index.reference.starts.astype(np.int64)))
+                           cuda.to_device(ref.starts.astype(np.int64)), cuda.to_device(ref.ends.astype(np.int64)))
             self._index_of = index
         return self._index
 
     def seed(self, rows, index):
-        """kernels/seed.cu on every strand row; returns the numpy seeder's (Candidates, SeedStats)."""
-        offsets, positions, contig_starts = self._resident_index(index)
+        """kernels/seed.cu on every strand row: the numpy seeder's candidates and counts, left on the GPU
+        (DeviceCandidates) for the verifier; they reach the host only when a host stage asks for them."""
+        offsets, positions, contig_starts, _ = self._resident_index(index)
         n_contigs = len(index.reference.starts)
         defines = dict(WS=index.ws, MAX_SEL=int(rows.e.max()) + 1,
                        OFFSET_T="unsigned int" if index.offsets.dtype == np.uint32 else "unsigned long long")
@@ -51,11 +55,12 @@ class CudaBackend(Backend):
         nk = np.where(rows.active, rows.length // index.ws, 0).astype(np.int32)
         kfirst = np.cumsum(nk, dtype=np.int64) - nk
         n_kmers = int(nk.sum())
-        d_nk, d_kfirst, d_e = cuda.to_device(nk), cuda.to_device(kfirst), cuda.to_device(rows.e.astype(np.int32))
+        dev = self._rows_on_device(rows)
+        d_nk, d_kfirst = cuda.to_device(nk), cuda.to_device(kfirst)
         key, size, flags = cuda.empty(4 * n_kmers), cuda.empty(8 * n_kmers), cuda.empty(n_kmers)
         row_hits = cuda.empty(8 * n_rows)
-        cuda.launch(kernel("seed_select"), n_rows, self._rows_on_device(rows), cuda.to_device(rows.start.astype(np.int64)),
-                    d_nk, d_kfirst, d_e, np.int32(n_rows), offsets, key, size, flags, row_hits)
+        cuda.launch(kernel("seed_select"), n_rows, dev.codes, dev.start, d_nk, d_kfirst, dev.e, np.int32(n_rows),
+                    offsets, key, size, flags, row_hits)
         hits = cuda.from_device(row_hits, (n_rows,), np.int64)
         stats = SeedStats(kmers=n_kmers, hits=int(hits.sum()),
                           seeds=int((cuda.from_device(flags, (n_kmers,), np.uint8) & 2).astype(bool).sum()))
@@ -64,23 +69,27 @@ class CudaBackend(Backend):
             count = end - begin
             slot = np.cumsum(hits[begin:end]) - hits[begin:end]
             capacity = int(hits[begin:end].sum())
-            d_slot = cuda.to_device(slot)
-            band_contig, band_lo, band_hi = cuda.empty(4 * capacity), cuda.empty(8 * capacity), cuda.empty(8 * capacity)
+            d_slot, rows_args = cuda.to_device(slot), (np.int32(begin), np.int32(count))
+            diag_contig, diag_value, kept = cuda.empty(4 * capacity), cuda.empty(8 * capacity), cuda.empty(capacity)
             n_diag, n_adj, n_band = cuda.empty(4 * count), cuda.empty(4 * count), cuda.empty(4 * count)
-            cuda.launch(kernel("seed_candidates"), count, key, flags, d_nk, d_kfirst, d_e, d_slot, np.int32(begin),
-                        np.int32(count), offsets, positions, contig_starts, np.int32(n_contigs),
-                        band_contig, band_lo, band_hi, n_diag, n_adj, n_band)
+            cuda.launch(kernel("seed_diagonals"), count, key, flags, d_nk, d_kfirst, d_slot, *rows_args, offsets,
+                        positions, contig_starts, np.int32(n_contigs), diag_contig, diag_value, n_diag)
+            cuda.launch(kernel("seed_adjacent"), capacity, key, flags, d_nk, d_kfirst, dev.e, d_slot, n_diag,
+                        *rows_args, np.int64(capacity), offsets, positions, diag_value, kept)
+            band_contig, band_lo, band_hi = cuda.empty(4 * capacity), cuda.empty(8 * capacity), cuda.empty(8 * capacity)
+            cuda.launch(kernel("seed_bands"), count, dev.e, d_slot, n_diag, *rows_args, diag_contig, diag_value,
+                        kept, band_contig, band_lo, band_hi, n_adj, n_band)
             bands = cuda.from_device(n_band, (count,), np.int32).astype(np.int64)
             stats.diagonals += int(cuda.from_device(n_diag, (count,), np.int32).sum())
             stats.adjacent += int(cuda.from_device(n_adj, (count,), np.int32).sum())
             total = int(bands.sum())
+            if not total:
+                continue
             out = [cuda.empty(4 * total), cuda.empty(4 * total), cuda.empty(8 * total), cuda.empty(8 * total)]
             cuda.launch(kernel("seed_compact"), count, d_slot, cuda.to_device(np.cumsum(bands) - bands),
-                        cuda.to_device(bands.astype(np.int32)), np.int32(begin), np.int32(count),
-                        band_contig, band_lo, band_hi, *out)
-            parts.append([cuda.from_device(buf, (total,), dtype).astype(np.int64)
-                          for buf, dtype in zip(out, (np.int32, np.int32, np.int64, np.int64))])
-        cands = Candidates(*(np.concatenate([p[i] for p in parts]) for i in range(4))) if parts else Candidates()
+                        cuda.to_device(bands.astype(np.int32)), *rows_args, band_contig, band_lo, band_hi, *out)
+            parts.append((total, *out))
+        cands = DeviceCandidates(parts)
         stats.bands = len(cands)
         return cands, stats
 
@@ -99,7 +108,7 @@ class CudaBackend(Backend):
             return keep
         from mapper.filters._gpu import GpuGateKeeper
         gk = GpuGateKeeper()
-        genome, reads = self._resident_genome(reference), self._rows_on_device(rows)
+        genome, reads = self._resident_genome(reference), self._rows_on_device(rows).codes
         for members, L, e in windows.groups(rows, cands):
             n = len(members)
             read_start = rows.start[cands.row[members]]
@@ -112,31 +121,105 @@ class CudaBackend(Backend):
         return keep
 
     def _rows_on_device(self, rows):
-        """This batch's strand-row codes in device memory (one upload per batch, shared by the stages)."""
+        """This batch's strand rows in device memory (one upload per batch, shared by the stages)."""
         if self._rows_of is not rows:
-            self._rows = cuda.to_device(rows.codes)
+            self._rows = DeviceRows(cuda.to_device(rows.codes), cuda.to_device(rows.start.astype(np.int64)),
+                                    cuda.to_device(rows.length.astype(np.int32)), cuda.to_device(rows.e.astype(np.int32)))
             self._rows_of = rows
         return self._rows
 
     def verify(self, rows, cands, reference):
-        n = len(cands)
-        if n == 0:
-            return host_verify(rows, cands, reference)
-        wstart, wend = cands.windows(rows, reference)
-        best, n_ends, ends, starts = verify_windows(
-            self._resident_genome(reference), self._rows_on_device(rows), rows.start[cands.row], rows.length[cands.row],
-            rows.e[cands.row], wstart, wend - wstart)
-        overflow = n_ends > MAX_ENDS
-        found = np.flatnonzero((best >= 0) & ~overflow)
-        owner, k = ragged_arange(n_ends[found])
-        window = found[owner]
-        gpu = Mappings(cands.row[window], cands.contig[window], wstart[window] + starts[k, window],
-                       wstart[window] + ends[k, window] + 1, best[window].astype(np.int64))
-        if not overflow.any():
-            return gpu
-        host = host_verify(rows, cands.subset(overflow), reference)
-        return Mappings(*(np.concatenate([getattr(gpu, f), getattr(host, f)])
+        """kernels/myers.cu on every window. Candidates still on the GPU are verified there, and only the
+        windows within e come back; host candidates (after a host-side subset) are uploaded first."""
+        if not isinstance(cands, DeviceCandidates):
+            cands = DeviceCandidates.upload(cands)
+        genome, dev = self._resident_genome(reference), self._rows_on_device(rows)
+        _, _, contig_starts, contig_ends = self._resident_index_of_reference(reference)
+        found = [self._verify_part(rows, part, genome, dev, contig_starts, contig_ends, reference)
+                 for part in cands.parts]
+        if not found:
+            return host_verify(rows, cands.host, reference)
+        return Mappings(*(np.concatenate([getattr(m, f) for m in found])
                           for f in ("row", "contig", "start", "end", "edits")))
+
+    def _resident_index_of_reference(self, reference):
+        """The contig table on the device: the run's index when it holds this reference, else uploaded."""
+        if self._index_of is not None and self._index_of.reference is reference:
+            return self._index
+        return (None, None, cuda.to_device(reference.starts.astype(np.int64)),
+                cuda.to_device(reference.ends.astype(np.int64)))
+
+    def _verify_part(self, rows, part, genome, dev, contig_starts, contig_ends, reference):
+        n, row, contig, lo, hi = part
+        gather = lambda name: cuda.function("gather.cu", name)
+        read_start, read_len, max_e = cuda.empty(8 * n), cuda.empty(4 * n), cuda.empty(4 * n)
+        win_start, win_len = cuda.empty(8 * n), cuda.empty(4 * n)
+        cuda.launch(gather("candidate_windows"), n, row, contig, lo, hi, np.int64(n), dev.start, dev.length, dev.e,
+                    contig_starts, contig_ends, read_start, read_len, max_e, win_start, win_len)
+        best, n_ends, ends, starts = _verify_device(genome, dev.codes, read_start, read_len, max_e, win_start, win_len,
+                                                    n, int(rows.length.max()))
+        best_h = cuda.from_device(best, (n,), np.int32)
+        n_ends_h = cuda.from_device(n_ends, (n,), np.int32)
+        overflow = n_ends_h > MAX_ENDS
+        found = np.flatnonzero((best_h >= 0) & ~overflow)
+        if len(found):
+            f_row = _take(row, n, found).astype(np.int64)
+            f_contig = _take(contig, n, found).astype(np.int64)
+            f_start = _take(win_start, n, found, dtype=np.int64)
+            f_ends = _take(ends, n, found, MAX_ENDS).reshape(MAX_ENDS, len(found))
+            f_starts = _take(starts, n, found, MAX_ENDS).reshape(MAX_ENDS, len(found))
+            owner, k = ragged_arange(n_ends_h[found])
+            maps = Mappings(f_row[owner], f_contig[owner], f_start[owner] + f_starts[k, owner],
+                            f_start[owner] + f_ends[k, owner] + 1, best_h[found][owner].astype(np.int64))
+        else:
+            maps = Mappings(*(np.zeros(0, np.int64) for _ in range(5)))
+        if not overflow.any():
+            return maps
+        over = np.flatnonzero(overflow)
+        redo = Candidates(*(_take(buf, n, over, dtype=dtype).astype(np.int64)
+                            for buf, dtype in ((row, np.int32), (contig, np.int32), (lo, np.int64), (hi, np.int64))))
+        host = host_verify(rows, redo, reference)
+        return Mappings(*(np.concatenate([getattr(maps, f), getattr(host, f)])
+                          for f in ("row", "contig", "start", "end", "edits")))
+
+
+class DeviceRows:
+    """A batch's strand rows on the device: codes uint8, start int64, length int32, e int32."""
+
+    def __init__(self, codes, start, length, e):
+        self.codes, self.start, self.length, self.e = codes, start, length, e
+
+
+class DeviceCandidates:
+    """Candidates left in device memory by the seeding kernels, as parts (n, row int32, contig int32, lo int64,
+    hi int64), one per seeding launch, in row order. A host stage reading .row/.contig/.lo/.hi (or any other
+    Candidates attribute) gets the host copy, fetched once."""
+
+    def __init__(self, parts):
+        self.parts = parts
+
+    @classmethod
+    def upload(cls, cands):
+        if not len(cands):
+            return cls([])
+        return cls([(len(cands), cuda.to_device(cands.row.astype(np.int32)),
+                     cuda.to_device(cands.contig.astype(np.int32)), cuda.to_device(cands.lo.astype(np.int64)),
+                     cuda.to_device(cands.hi.astype(np.int64)))])
+
+    def __len__(self):
+        return sum(part[0] for part in self.parts)
+
+    @functools.cached_property
+    def host(self):
+        if not self.parts:
+            return Candidates()
+        columns = [[cuda.from_device(buf, (n,), dtype).astype(np.int64)
+                    for buf, dtype in zip(bufs, (np.int32, np.int32, np.int64, np.int64))]
+                   for n, *bufs in self.parts]
+        return Candidates(*(np.concatenate([c[i] for c in columns]) for i in range(4)))
+
+    def __getattr__(self, name):
+        return getattr(self.host, name)
 
 
 def _chunks(hits, capacity):
@@ -160,21 +243,36 @@ def _gather(codes, start, lo, hi, width):
     return out
 
 
-def verify_windows(genome, reads, read_start, read_len, max_e, win_start, win_len):
-    """Launch kernels/myers.cu on n windows. `genome` is a device buffer or host codes, `reads` host codes.
-    Returns host arrays best [n], n_ends [n], ends [MAX_ENDS, n], starts [MAX_ENDS, n] (window-relative)."""
-    n = len(read_start)
-    if isinstance(genome, np.ndarray):
-        genome = cuda.to_device(genome.astype(np.uint8, copy=False))
-    if isinstance(reads, np.ndarray):
-        reads = cuda.to_device(reads.astype(np.uint8, copy=False))
-    words = max(1, -(-int(np.max(read_len)) // 64))
+def _take(buffer, n_src, index, planes=1, dtype=np.int32):
+    """Host copy of buffer[k * n_src + index[i]] for k < planes (gather.cu take_i32 / take_i64): only the
+    selected elements cross the bus."""
+    n = len(index)
+    out = cuda.empty(np.dtype(dtype).itemsize * n * planes)
+    name = "take_i64" if np.dtype(dtype).itemsize == 8 else "take_i32"
+    cuda.launch(cuda.function("gather.cu", name), n * planes, buffer, np.int64(n_src),
+                cuda.to_device(index.astype(np.int64)), np.int64(n), np.int32(planes), out)
+    return cuda.from_device(out, (planes * n,), dtype)
+
+
+def _verify_device(genome, reads, read_start, read_len, max_e, win_start, win_len, n, longest):
+    """kernels/myers.cu on n windows given as device arrays; returns the device outputs
+    (best, n_ends, ends [MAX_ENDS, n], starts [MAX_ENDS, n])."""
+    words = max(1, -(-int(longest) // 64))
     kernel = cuda.function("myers.cu", "verify_windows", MAX_WORDS=words, MAX_ENDS=MAX_ENDS)
     best, n_ends = cuda.empty(4 * n), cuda.empty(4 * n)
     ends, starts = cuda.empty(4 * MAX_ENDS * n), cuda.empty(4 * MAX_ENDS * n)
-    cuda.launch(kernel, n, genome, reads,
-                cuda.to_device(read_start.astype(np.int64)), cuda.to_device(read_len.astype(np.int32)),
-                cuda.to_device(max_e.astype(np.int32)), cuda.to_device(win_start.astype(np.int64)),
-                cuda.to_device(win_len.astype(np.int32)), np.int32(n), best, n_ends, ends, starts)
-    return (cuda.from_device(best, (n,), np.int32), cuda.from_device(n_ends, (n,), np.int32),
-            cuda.from_device(ends, (MAX_ENDS, n), np.int32), cuda.from_device(starts, (MAX_ENDS, n), np.int32))
+    cuda.launch(kernel, n, genome, reads, read_start, read_len, max_e, win_start, win_len, np.int32(n),
+                best, n_ends, ends, starts)
+    return best, n_ends, ends, starts
+
+
+def verify_windows(genome, reads, read_start, read_len, max_e, win_start, win_len):
+    """kernels/myers.cu on n windows given as host arrays (tests and the paper's verification timing).
+    Returns host arrays best [n], n_ends [n], ends [MAX_ENDS, n], starts [MAX_ENDS, n] (window-relative)."""
+    n = len(read_start)
+    up = lambda a, dtype: cuda.to_device(np.asarray(a).astype(dtype, copy=False))
+    out = _verify_device(up(genome, np.uint8), up(reads, np.uint8), up(read_start, np.int64),
+                         up(read_len, np.int32), up(max_e, np.int32), up(win_start, np.int64), up(win_len, np.int32),
+                         n, np.max(read_len))
+    shapes = ((n,), (n,), (MAX_ENDS, n), (MAX_ENDS, n))
+    return tuple(cuda.from_device(buf, shape, np.int32) for buf, shape in zip(out, shapes))

@@ -22,6 +22,8 @@ def add_arguments(parser):
     g.add_argument("--device", choices=DEVICES, default=d.device, help="backend")
     g.add_argument("--index", metavar="DIR", default=d.index_dir, help="index folder")
     g.add_argument("--batch-size", type=int, default=d.batch_size, help="reads per batch")
+    g.add_argument("-t", "--threads", type=int, default=d.threads, metavar="N",
+                   help="host processes turning loci into SAM records (default: every core, at most 16)")
     o = parser.add_argument_group("output")
     o.add_argument("-o", "--output", metavar="OUT.sam", default=d.output, help="SAM file (default: stdout)")
     o.add_argument("--unmapped", metavar="FILE", default=d.unmapped, help="also write unmapped reads (FASTQ/FASTA)")
@@ -73,7 +75,7 @@ def run(args):
         paired=args.paired, min_insert=args.min, max_insert=args.max, max_oea=args.maxoea, max_dis=args.maxdis,
         e=args.e, ws=args.ws, filter=args.filter,
         device=args.device, output=args.output, unmapped=args.unmapped, dump_candidates=args.dump_candidates, best=args.best,
-        max_records=args.n, index_dir=args.index, batch_size=args.batch_size, quiet=args.quiet,
+        max_records=args.n, index_dir=args.index, batch_size=args.batch_size, threads=args.threads, quiet=args.quiet,
         gpus=int(args.gpus) if args.gpus and args.gpus.isdigit() else args.gpus, scheduler=args.scheduler,
         local_cluster=args.local_cluster, chunk_reads=args.chunk_reads, index_kind=args.index_kind,
         seed_len=args.seed_len, nb_len=args.nb_len, spaced=args.spaced, nb_errors=args.nb_errors, step=args.step,
