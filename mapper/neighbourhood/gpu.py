@@ -1,0 +1,114 @@
+"""The neighbourhood index on the GPU (kernels/phf.cu): look-ups and seed-and-filter over the resident index.
+
+`ResidentIndex` uploads the index's arrays once; `lookup` runs the nb_lookup kernel (one thread per query, every
+degenerated neighbourhood: the paper's Figure 8 kernel); `DeviceSeeder.seed` is the cuda twin of
+seeding.seed: the same Candidates, in the same order, and the same SeedStats (tests/test_neighbourhood_gpu.py).
+
+Seed-and-filter, per batch: sf_count (a block per strand row, a thread per pattern) counts each row's hits;
+rows are cut into chunks whose hits fit CAPACITY keys; per chunk sf_emit writes the candidate keys into
+per-row segments, sf_dedup sorts and de-duplicates each segment on the device, sf_gather packs the distinct
+keys, and only those come back to the host. pycuda is reached through mapper.backends.cuda (`cuda` below),
+which the host-emulation tests replace by tests/host_cuda.py, with `launch_rows` replaced by a row loop.
+"""
+import numpy as np
+
+from mapper.backends import cuda
+from mapper.backends.cuda_mapping import _chunks  # rows cut into chunks of bounded hits, as the k-mer seeder does
+from mapper.neighbourhood.seeding import substitution_masks
+from mapper.seeding import Candidates, SeedStats
+
+CAPACITY = 1 << 27      # candidate keys (8 bytes) per seed-and-filter chunk
+ROW_THREADS = 32        # threads of a row's block: a warp takes a read's patterns
+LOOKUP_CODES = {"phf": 0, "binary": 1, "list": 2}
+DIAG_BIAS = 1 << 20     # kernels/phf.cu: key = contig << 40 | (diagonal + DIAG_BIAS)
+
+
+def defines(index, method):
+    """The JIT constants of kernels/phf.cu for this index and look-up method."""
+    seed_bits = sum(1 << k for k, c in enumerate(index.mask) if c == "#")
+    return dict(LOOKUP=LOOKUP_CODES[method], MASK_LEN=len(index.mask), SEED_BITS=f"{seed_bits}u", NB_LEN=index.ln)
+
+
+def launch_rows(kernel, first_row, n, *args):
+    """Launch `kernel` with one block of ROW_THREADS per row first_row .. first_row + n - 1 (row_base last)."""
+    if n:
+        kernel(*args, np.int32(first_row), block=(ROW_THREADS, 1, 1), grid=(int(n), 1))
+
+
+class ResidentIndex:
+    """The index's eight arrays (kernels/phf.cu's INDEX_PARAMS order) and contig starts in device memory."""
+
+    def __init__(self, index):
+        self.index = index
+        phf = index.phf
+        self.arrays = [cuda.to_device(np.asarray(a, dtype=t)) for a, t in (
+            (index.nboff, np.int64), (index.nbkeys, np.uint32), (index.posoff, np.int64),
+            (index.positions, np.uint32), (phf.seed_j, np.uint32), (phf.voff, np.int64), (phf.g, np.uint8),
+            (phf.vslot, np.int32))]
+        self.contig_starts = cuda.to_device(index.reference.starts.astype(np.int64))
+
+    def lookup(self, method, block, key, nb_errors=0, repeat=1):
+        """nb_lookup on every query: (slot of the exact key or -1, positions found over every neighbourhood
+        within Hamming nb_errors, kernel seconds of the last of `repeat` launches)."""
+        n = len(block)
+        masks = substitution_masks(self.index.ln, nb_errors)
+        kernel = cuda.function("phf.cu", "nb_lookup", **defines(self.index, method))
+        args = [cuda.to_device(np.asarray(block, dtype=np.int64)), cuda.to_device(np.asarray(key, dtype=np.uint32)),
+                np.int32(n), cuda.to_device(masks), np.int32(len(masks)), *self.arrays]
+        slot0, hits = cuda.empty(8 * n), cuda.empty(8 * n)
+        for _ in range(repeat):
+            with cuda.Timer() as timer:
+                cuda.launch(kernel, n, *args, slot0, hits)
+        return cuda.from_device(slot0, (n,), np.int64), cuda.from_device(hits, (n,), np.int64), timer.seconds
+
+
+class DeviceSeeder:
+    """seeding.seed on the GPU; keeps the last index resident between batches."""
+
+    def __init__(self):
+        self._resident = None
+
+    def _index(self, index):
+        if self._resident is None or self._resident.index is not index:
+            self._resident = ResidentIndex(index)
+        return self._resident
+
+    def seed(self, rows, index, step=1, nb_errors=1, method="phf"):
+        resident = self._index(index)
+        kernel = lambda name: cuda.function("phf.cu", name, **defines(index, method))
+        masks = substitution_masks(index.ln, nb_errors)
+        n_rows = len(rows.start)
+        walk = [cuda.to_device(rows.codes), cuda.to_device(rows.start.astype(np.int64)),
+                cuda.to_device(rows.length.astype(np.int64)), cuda.to_device(rows.active.astype(np.uint8)),
+                np.int32(n_rows), np.int32(step), cuda.to_device(masks), np.int32(len(masks)), *resident.arrays]
+        looked, hits = cuda.to_device(np.zeros(n_rows, np.uint64)), cuda.to_device(np.zeros(n_rows, np.uint64))
+        launch_rows(kernel("sf_count"), 0, n_rows, *walk, looked, hits)
+        hits = cuda.from_device(hits, (n_rows,), np.uint64).astype(np.int64)
+        stats = SeedStats(kmers=int(cuda.from_device(looked, (n_rows,), np.uint64).sum()), hits=int(hits.sum()))
+        stats.seeds = stats.kmers * len(masks)
+        parts = []
+        for begin, end in _chunks(hits, CAPACITY):
+            seg = np.zeros(n_rows, dtype=np.int64)
+            seg[begin:end] = np.cumsum(hits[begin:end]) - hits[begin:end]
+            d_seg, total = cuda.to_device(seg), int(hits[begin:end].sum())
+            keys = cuda.empty(8 * total)
+            launch_rows(kernel("sf_emit"), begin, end - begin, *walk, resident.contig_starts,
+                        np.int32(len(index.reference.starts)), d_seg, cuda.to_device(np.zeros(n_rows, np.uint64)), keys)
+            d_unique = cuda.to_device(np.zeros(n_rows, np.int64))
+            launch_rows(kernel("sf_dedup"), begin, end - begin, keys, d_seg, cuda.to_device(hits), np.int32(n_rows),
+                        d_unique)
+            unique = cuda.from_device(d_unique, (n_rows,), np.int64)
+            out_off = np.cumsum(unique) - unique
+            n_out = int(unique.sum())
+            out = cuda.empty(8 * n_out)
+            launch_rows(kernel("sf_gather"), begin, end - begin, keys, d_seg, d_unique, cuda.to_device(out_off),
+                        np.int32(n_rows), out)
+            packed = cuda.from_device(out, (n_out,), np.uint64)
+            parts.append((np.repeat(np.arange(n_rows), unique), (packed >> np.uint64(40)).astype(np.int64),
+                          (packed & np.uint64((1 << 40) - 1)).astype(np.int64) - DIAG_BIAS))
+        if not parts:
+            return Candidates(), stats
+        row, contig, diag = (np.concatenate(c) for c in zip(*parts))
+        stats.diagonals = stats.adjacent = stats.bands = len(row)
+        return Candidates(row, contig, diag, diag.copy()), stats
+

@@ -1,0 +1,171 @@
+"""kernels/phf.cu against the numpy neighbourhood code (issue #8).
+
+Host emulation (CI, no GPU; tests/host_cuda.py runs the kernels as C++ one thread at a time): the look-up
+kernel for the three methods and every Hamming radius, and the seed-and-filter kernels that need no
+__syncthreads (sf_count, sf_emit: every hit of every row, as a multiset). On a GPU (marked gpu): the same
+look-ups, the whole seed-and-filter (with the on-device sort and de-duplication, chunking and rows larger
+than a shared-memory sort) equal to seeding.seed exactly, and `gkmap map --index-kind neighbourhood
+--device cuda` writing the cpu's SAM.
+"""
+import numpy as np
+import pytest
+
+import host_cuda
+from conftest import LAMBDA, MEASLES, READS
+from mapper.neighbourhood import gpu, lookup, seeding
+from mapper.neighbourhood.index import packed_keys
+from mapper.reads import read_batches
+from mapper.seeding import strand_rows, ragged_arange
+from test_neighbourhood import SPACED, nb_index  # noqa: F401 (the session fixture)
+
+
+def queries(index, n, seed=5):
+    """(block, key): half keys present in the index, half random (absent ones and empty blocks too)."""
+    rng = np.random.default_rng(seed)
+    block_of_slot = np.repeat(np.arange(len(index.nboff) - 1), np.diff(index.nboff))
+    pick = rng.integers(0, len(index.nbkeys), n // 2)
+    block = np.concatenate([block_of_slot[pick], rng.integers(0, len(index.nboff) - 1, n - n // 2)])
+    key = np.concatenate([index.nbkeys[pick], rng.integers(0, 4**index.ln, n - n // 2)]).astype(np.uint32)
+    return block, key
+
+
+def numpy_lookup(index, block, key, nb_errors):
+    """(slot of the exact key, positions over every neighbourhood within nb_errors) with lookup.py."""
+    masks = seeding.substitution_masks(index.ln, nb_errors)
+    slots = lookup.slots(index, "binary", np.repeat(block, len(masks)), (key[:, None] ^ masks[None, :]).ravel())
+    sizes = np.where(slots >= 0, index.posoff[slots + 1] - index.posoff[np.maximum(slots, 0)], 0)
+    return slots.reshape(-1, len(masks))[:, 0], sizes.reshape(-1, len(masks)).sum(axis=1)
+
+
+@pytest.fixture
+def emulated(monkeypatch):
+    """gpu.py on tests/host_cuda.py; a row-per-block launch becomes one single-thread launch per row."""
+    monkeypatch.setattr(gpu, "cuda", host_cuda)
+
+    def rows_one_by_one(kernel, first_row, n, *args):
+        for row in range(first_row, first_row + n):
+            kernel.run(1, args + (np.int32(row),))
+    monkeypatch.setattr(gpu, "launch_rows", rows_one_by_one)
+
+
+@pytest.mark.parametrize("method", lookup.LOOKUPS)
+@pytest.mark.parametrize("nb_errors", [0, 1, 2])
+def test_lookup_kernel_on_the_host(emulated, nb_index, method, nb_errors):
+    index = nb_index(LAMBDA, SPACED, 7)
+    block, key = queries(index, 301)
+    slot0, hits, _ = gpu.ResidentIndex(index).lookup(method, block, key, nb_errors)
+    expect_slot, expect_hits = numpy_lookup(index, block, key, nb_errors)
+    assert (slot0 == expect_slot).all() and (hits == expect_hits).all()
+    assert (expect_slot >= 0).sum() >= 150 and (expect_slot < 0).sum() > 0
+
+
+def some_rows(path, n, e=3):
+    batch = next(read_batches(path, n))
+    return strand_rows(batch.codes(), batch.starts, np.full(len(batch), e))
+
+
+def numpy_hits(rows, index, step, nb_errors):
+    """Every (row, contig, diagonal) hit before de-duplication, sorted (the multiset sf_emit must write)."""
+    row, offset, seed_key, nb = seeding.patterns(rows, index, step)
+    masks = seeding.substitution_masks(index.ln, nb_errors)
+    slot = lookup.slots(index, "phf", np.repeat(seed_key, len(masks)), (nb[:, None] ^ masks[None, :]).ravel())
+    hit = np.flatnonzero(slot >= 0)
+    pattern = hit // len(masks)
+    r, contig, diag = seeding.diagonals(index, row[pattern], offset[pattern], slot[hit])
+    order = np.lexsort((diag, contig, r))
+    return r[order], contig[order], diag[order], len(row)
+
+
+def test_seed_kernels_on_the_host(emulated, nb_index):
+    """sf_count and sf_emit (no __syncthreads) emulated: each row's hits, as a multiset, equal numpy's."""
+    index = nb_index(MEASLES, SPACED, 7)
+    rows = some_rows(READS / "measles_Hm2_HiSeq_R1.fastq.gz", 23)
+    rows.codes[rows.start[3] + 5] = 4  # an N in a seed
+    step, nb_errors = 2, 1
+    cuda = host_cuda
+    resident = gpu.ResidentIndex(index)
+    kernel = lambda name: cuda.function("phf.cu", name, **gpu.defines(index, "phf"))
+    masks = seeding.substitution_masks(index.ln, nb_errors)
+    n_rows = len(rows.start)
+    walk = [cuda.to_device(rows.codes), cuda.to_device(rows.start), cuda.to_device(rows.length),
+            cuda.to_device(rows.active.astype(np.uint8)), np.int32(n_rows), np.int32(step), cuda.to_device(masks),
+            np.int32(len(masks)), *resident.arrays]
+    looked, hits = cuda.to_device(np.zeros(n_rows, np.uint64)), cuda.to_device(np.zeros(n_rows, np.uint64))
+    gpu.launch_rows(kernel("sf_count"), 0, n_rows, *walk, looked, hits)
+    hits = cuda.from_device(hits, (n_rows,), np.uint64).astype(np.int64)
+    r, contig, diag, n_patterns = numpy_hits(rows, index, step, nb_errors)
+    assert (hits == np.bincount(r, minlength=n_rows)).all()
+    assert cuda.from_device(looked, (n_rows,), np.uint64).sum() == n_patterns
+    seg = np.cumsum(hits) - hits
+    keys = cuda.empty(8 * int(hits.sum()))
+    gpu.launch_rows(kernel("sf_emit"), 0, n_rows, *walk, resident.contig_starts, np.int32(len(index.reference.starts)),
+                    cuda.to_device(seg), cuda.to_device(np.zeros(n_rows, np.uint64)), keys)
+    packed = cuda.from_device(keys, (int(hits.sum()),), np.uint64)
+    owner, _ = ragged_arange(hits)
+    got = np.lexsort(((packed & np.uint64((1 << 40) - 1)).astype(np.int64), packed >> np.uint64(40), owner))
+    packed = packed[got]
+    assert (owner == r).all()
+    assert ((packed >> np.uint64(40)).astype(np.int64) == contig).all()
+    assert ((packed & np.uint64((1 << 40) - 1)).astype(np.int64) - gpu.DIAG_BIAS == diag).all()
+    assert len(diag) > 500
+
+
+def test_pattern_keys_match_the_index_layout(nb_index):
+    """The read-side keys (seeding.patterns) use the index's packing: a read copied from the genome finds
+    its own position through every one of its patterns."""
+    index = nb_index(LAMBDA, SPACED, 7)
+    start = 1234
+    codes = index.reference.codes[start:start + 50].copy()
+    rows = strand_rows(codes, np.array([0, 50]), np.array([0]))
+    row, offset, seed_key, nb = seeding.patterns(rows, index, 1)
+    forward = row == 0
+    slot = lookup.slots(index, "phf", seed_key[forward], nb[forward])
+    assert (slot >= 0).all()
+    for k, i in zip(slot.tolist(), offset[forward].tolist()):
+        assert start + i in index.positions[index.posoff[k]:index.posoff[k + 1]]
+    seed_ref, _ = packed_keys(index.reference.codes, index.seed_offsets, np.array([start]))
+    assert seed_ref[0] == seed_key[0]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("method", lookup.LOOKUPS)
+@pytest.mark.parametrize("nb_errors", [0, 1, 2])
+def test_lookup_kernel_on_the_gpu(nb_index, method, nb_errors):
+    index = nb_index(MEASLES, "####", 8)
+    block, key = queries(index, 100_003)
+    slot0, hits, _ = gpu.ResidentIndex(index).lookup(method, block, key, nb_errors)
+    expect_slot, expect_hits = numpy_lookup(index, block, key, nb_errors)
+    assert (slot0 == expect_slot).all() and (hits == expect_hits).all()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mask,ln,nb_errors,step,n,capacity", [
+    (SPACED, 7, 1, 1, 1, gpu.CAPACITY), (SPACED, 7, 2, 1, 997, gpu.CAPACITY), ("########", 7, 0, 3, 3001, 5000),
+    ("####", 4, 2, 1, 64, 10_000),   # rows of > SORT_CAP hits: sorted in global memory; small chunks
+])
+def test_device_seeder_equals_numpy(nb_index, monkeypatch, mask, ln, nb_errors, step, n, capacity):
+    index = nb_index(LAMBDA if ln == 4 else MEASLES, mask, ln)
+    rows = some_rows(READS / "measles_Hm2_HiSeq_R1.fastq.gz", n)
+    monkeypatch.setattr(gpu, "CAPACITY", capacity)
+    for method in lookup.LOOKUPS if n < 100 else ("phf",):
+        got, got_stats = gpu.DeviceSeeder().seed(rows, index, step, nb_errors, method)
+        expect, expect_stats = seeding.seed(rows, index, step, nb_errors, method)
+        assert got_stats == expect_stats
+        for field in ("row", "contig", "lo", "hi"):
+            assert (getattr(got, field) == getattr(expect, field)).all(), (method, field)
+    if ln == 4:
+        assert np.bincount(expect.row).max() > 2048
+
+
+@pytest.mark.gpu
+def test_cuda_map_writes_the_cpu_sam(gkmap, nb_index, tmp_path):
+    index = nb_index(MEASLES, SPACED, 7)
+    reads = READS / "measles_Hm2_HiSeq_R1.fastq.gz"
+    texts = []
+    for device in ("cpu", "cuda"):
+        out = tmp_path / f"{device}.sam"
+        code, err = gkmap("map", "--quiet", "--index-kind", "neighbourhood", "--index", index.folder, "--device", device,
+                          "--nb-errors", 2, "-e", 4, "--batch-size", 5000, "-o", out, MEASLES, reads)
+        assert code == 0, err
+        texts.append([line for line in out.read_text().splitlines() if not line.startswith("@PG")])
+    assert texts[0] == texts[1]
