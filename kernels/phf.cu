@@ -25,9 +25,9 @@
  * A hit at reference position p gives the candidate (contig of p, diagonal p - i), encoded for sorting as
  *   key = contig << 40 | (p - i + 2^20)      (contig < 2^24, genome < 2^32, reads < 2^20 bases)
  *
- * Seed-and-filter (a block per row, a thread per pattern, as in the paper): sf_count counts each row's hits;
- * the host turns the counts into row segments (prefix sums); sf_emit writes each row's candidate keys into its
- * segment (unordered); sf_dedup sorts each segment (bitonic network in shared memory, or in the segment
+ * Seed-and-filter (a block per row, a thread per pattern, as in the paper): sf_walk counts each row's hits;
+ * the host turns the counts into row segments (prefix sums); sf_walk again writes each row's candidate keys
+ * into its segment (unordered); sf_dedup sorts each segment (bitonic network in shared memory, or in the segment
  * itself when it does not fit) and compacts the distinct keys to its front; sf_gather packs the distinct
  * keys of all rows into one array. The host decodes them into (row, contig, diagonal), sorted and distinct:
  * exactly the numpy seeder's candidates.
@@ -168,33 +168,6 @@ __device__ __forceinline__ int n_patterns(const long long *row_len, const uint8_
     return active[row] && row_len[row] >= width ? (int)((row_len[row] - width) / step) + 1 : 0;
 }
 
-/* sf_count: block row_base + blockIdx.x is one strand row (row_base: chunks of rows, and the host emulation);
- * its threads take its patterns in turn (a thread per pattern when the row has at most blockDim.x of them). Adds the row's looked-up patterns and hits to
- * n_looked[row] and n_hits[row] (zeroed by the host). */
-extern "C" __global__ void sf_count(const uint8_t *rows, const long long *row_start, const long long *row_len,
-                                    const uint8_t *active, int n_rows, int step, const uint32_t *masks,
-                                    int n_masks, INDEX_PARAMS, u64 *n_looked, u64 *n_hits, int row_base)
-{
-    INDEX_MAKE;
-    int row = row_base + blockIdx.x;
-    if (row >= n_rows)
-        return;
-    int np = n_patterns(row_len, active, row, step);
-    for (int p = threadIdx.x; p < np; p += blockDim.x) {
-        uint32_t seed, nb;
-        if (!pattern_keys(rows, row_start[row] + (long long)p * step, seed, nb))
-            continue;
-        u64 total = 0;
-        for (int m = 0; m < n_masks; ++m) {
-            long long slot = find_slot(ix, seed, nb ^ masks[m]);
-            if (slot >= 0)
-                total += ix.posoff[slot + 1] - ix.posoff[slot];
-        }
-        atomicAdd(&n_looked[row], 1ull);
-        atomicAdd(&n_hits[row], total);
-    }
-}
-
 /* Contig of global position p: the last contig start <= p (binary search of n_contigs starts). */
 __device__ __forceinline__ long long contig_of(const long long *contig_starts, int n_contigs, long long p)
 {
@@ -209,12 +182,17 @@ __device__ __forceinline__ long long contig_of(const long long *contig_starts, i
     return lo;
 }
 
-/* sf_emit: the same walk as sf_count; every hit's candidate key goes to the row's segment,
- * out[seg[row] + fill[row]++] (fill zeroed by the host; the segment has exactly the counted size). */
-extern "C" __global__ void sf_emit(const uint8_t *rows, const long long *row_start, const long long *row_len,
+/* sf_walk: block row_base + blockIdx.x is one strand row (row_base: chunks of rows, and the host emulation);
+ * its threads take its patterns in turn (a thread per pattern when the row has at most blockDim.x of them) and
+ * look up every degenerated neighbourhood of each. Two passes over the same walk:
+ *   count (out == NULL): adds the row's looked-up patterns and hits to n_looked[row], n_hits[row] (zeroed);
+ *   emit  (out != NULL): every hit's candidate key goes to the row's segment, out[seg[row] + fill[row]++]
+ *                        (fill zeroed by the host; the segment has exactly the counted size). */
+extern "C" __global__ void sf_walk(const uint8_t *rows, const long long *row_start, const long long *row_len,
                                    const uint8_t *active, int n_rows, int step, const uint32_t *masks,
                                    int n_masks, INDEX_PARAMS, const long long *contig_starts, int n_contigs,
-                                   const long long *seg, u64 *fill, u64 *out, int row_base)
+                                   const long long *seg, u64 *fill, u64 *out, u64 *n_looked, u64 *n_hits,
+                                   int row_base)
 {
     INDEX_MAKE;
     int row = row_base + blockIdx.x;
@@ -226,15 +204,21 @@ extern "C" __global__ void sf_emit(const uint8_t *rows, const long long *row_sta
         long long offset = (long long)p * step;
         if (!pattern_keys(rows, row_start[row] + offset, seed, nb))
             continue;
+        u64 total = 0;
         for (int m = 0; m < n_masks; ++m) {
             long long slot = find_slot(ix, seed, nb ^ masks[m]);
             if (slot < 0)
                 continue;
-            for (long long k = ix.posoff[slot]; k < ix.posoff[slot + 1]; ++k) {
+            total += ix.posoff[slot + 1] - ix.posoff[slot];
+            for (long long k = ix.posoff[slot]; out && k < ix.posoff[slot + 1]; ++k) {
                 long long pos = ix.positions[k];
                 u64 key = (u64)contig_of(contig_starts, n_contigs, pos) << 40 | (u64)(pos - offset + DIAG_BIAS);
                 out[seg[row] + atomicAdd(&fill[row], 1ull)] = key;
             }
+        }
+        if (!out) {
+            atomicAdd(&n_looked[row], 1ull);
+            atomicAdd(&n_hits[row], total);
         }
     }
 }

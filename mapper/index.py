@@ -15,6 +15,7 @@ FASTA's folder is read-only, `$XDG_CACHE_HOME/gkmap/<checksum>/`. It is self-des
 holds a magic string, the format version, the kind and ws, the reference's checksum and the contig table;
 `map` refuses an index of another version or another reference with a one-line error.
 """
+import contextlib
 import json
 import logging
 import os
@@ -125,57 +126,72 @@ def default_index_dir(ref_path):
     return cache
 
 
-def build_index(ref_path, ws=DEFAULT_WS, index_dir=None):
-    """Read the FASTA, build the index, write it atomically (temp folder + rename); return it loaded."""
-    check_ws(ws)
-    require_readable(ref_path)
-    folder = Path(index_dir) if index_dir else default_index_dir(ref_path)
+@contextlib.contextmanager
+def index_folder(folder):
+    """Yield a fresh temporary folder beside `folder` that replaces `folder` when the block succeeds: an index
+    is written whole or not at all."""
     folder.parent.mkdir(parents=True, exist_ok=True)
     tmp = folder.with_name(f".{folder.name}.tmp-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
     try:
-        t0 = time.perf_counter()
-        checksum = file_checksum(ref_path)
-        reference = read_fasta(ref_path, tmp / "ref.fai")
-        offsets, positions = build_arrays(reference, ws)
-        arrays = dict(reference.to_arrays(), offsets=offsets, positions=positions)
-        for name in _ARRAYS:
-            np.save(tmp / f"{name}.npy", arrays[name])
-        meta = {
-            "magic": MAGIC, "format_version": FORMAT_VERSION, "kind": KIND, "ws": ws,
-            "gkmap_version": __version__,
-            "reference": {"path": str(Path(ref_path).resolve()), "checksum": checksum},
-            "contigs": [[n, int(l)] for n, l in zip(reference.names, reference.lengths)],
-            "positions": int(len(positions)),
-        }
-        (tmp / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
+        yield tmp
         if folder.exists():
             shutil.rmtree(folder)
         os.replace(tmp, folder)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def write_index(tmp, arrays, meta, ref_path, checksum, reference):
+    """Save `arrays` as .npy files and meta.json: the common fields (magic, gkmap version, reference, contigs)
+    and the kind's own `meta` (kind, format version, parameters, sizes)."""
+    for name, array in arrays.items():
+        np.save(tmp / f"{name}.npy", array)
+    meta = {
+        "magic": MAGIC, **meta, "gkmap_version": __version__,
+        "reference": {"path": str(Path(ref_path).resolve()), "checksum": checksum},
+        "contigs": [[n, int(l)] for n, l in zip(reference.names, reference.lengths)],
+    }
+    (tmp / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
+
+
+def build_index(ref_path, ws=DEFAULT_WS, index_dir=None):
+    """Read the FASTA, build the index, write it atomically (temp folder + rename); return it loaded."""
+    check_ws(ws)
+    require_readable(ref_path)
+    folder = Path(index_dir) if index_dir else default_index_dir(ref_path)
+    with index_folder(folder) as tmp:
+        t0 = time.perf_counter()
+        checksum = file_checksum(ref_path)
+        reference = read_fasta(ref_path, tmp / "ref.fai")
+        offsets, positions = build_arrays(reference, ws)
+        arrays = dict(reference.to_arrays(), offsets=offsets, positions=positions)
+        write_index(tmp, {name: arrays[name] for name in _ARRAYS},
+                    {"format_version": FORMAT_VERSION, "kind": KIND, "ws": ws, "positions": int(len(positions))},
+                    ref_path, checksum, reference)
     log.info("indexed %s: %d contigs, %d bases, %d %d-mers in %.1f s -> %s", ref_path, len(reference.names),
              len(reference.codes), len(positions), ws, time.perf_counter() - t0, folder)
     return KmerIndex(ws, offsets, positions, reference, folder)
 
 
-def read_meta(folder):
+def read_meta(folder, kind=KIND, version=FORMAT_VERSION, build="'gkmap index'"):
+    """meta.json of an index folder of `kind`, checked: magic, kind and format version (one-line errors)."""
     meta_path = Path(folder) / "meta.json"
     try:
         meta = json.loads(meta_path.read_text())
     except FileNotFoundError:
-        raise IndexFormatError(f"{folder}: not a gkmap index (no meta.json); build one with 'gkmap index'") from None
+        raise IndexFormatError(f"{folder}: not a gkmap index (no meta.json); build one with {build}") from None
     except (OSError, ValueError) as e:
         raise IndexFormatError(f"{meta_path}: unreadable index metadata ({e})") from None
     if not isinstance(meta, dict) or meta.get("magic") != MAGIC:
         raise IndexFormatError(f"{folder}: not a gkmap index (bad magic)")
-    if meta.get("format_version") != FORMAT_VERSION:
+    if meta.get("kind") != kind:
+        raise IndexFormatError(f"{folder}: a '{meta.get('kind')}' index, not a '{kind}' index")
+    if meta.get("format_version") != version:
         raise IndexFormatError(
             f"{folder}: index format version {meta.get('format_version')}, but this gkmap ({__version__}) reads "
-            f"version {FORMAT_VERSION}; rebuild it with 'gkmap index'")
-    if meta.get("kind") != KIND:
-        raise IndexFormatError(f"{folder}: a '{meta.get('kind')}' index, not a '{KIND}' index")
+            f"version {version}; rebuild it with {build}")
     return meta
 
 

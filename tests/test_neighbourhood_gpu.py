@@ -2,7 +2,7 @@
 
 Host emulation (CI, no GPU; tests/host_cuda.py runs the kernels as C++ one thread at a time): the look-up
 kernel for the three methods and every Hamming radius, and the seed-and-filter kernels that need no
-__syncthreads (sf_count, sf_emit: every hit of every row, as a multiset). On a GPU (marked gpu): the same
+__syncthreads (sf_walk's count and emit passes: every hit of every row, as a multiset). On a GPU (marked gpu): the same
 look-ups, the whole seed-and-filter (with the on-device sort and de-duplication, chunking and rows larger
 than a shared-memory sort) equal to seeding.seed exactly, and `gkmap map --index-kind neighbourhood
 --device cuda` writing the cpu's SAM.
@@ -65,7 +65,7 @@ def some_rows(path, n, e=3):
 
 
 def numpy_hits(rows, index, step, nb_errors):
-    """Every (row, contig, diagonal) hit before de-duplication, sorted (the multiset sf_emit must write)."""
+    """Every (row, contig, diagonal) hit before de-duplication, sorted (the multiset sf_walk must emit)."""
     row, offset, seed_key, nb = seeding.patterns(rows, index, step)
     masks = seeding.substitution_masks(index.ln, nb_errors)
     slot = lookup.slots(index, "phf", np.repeat(seed_key, len(masks)), (nb[:, None] ^ masks[None, :]).ravel())
@@ -77,30 +77,19 @@ def numpy_hits(rows, index, step, nb_errors):
 
 
 def test_seed_kernels_on_the_host(emulated, nb_index):
-    """sf_count and sf_emit (no __syncthreads) emulated: each row's hits, as a multiset, equal numpy's."""
+    """sf_walk (no __syncthreads) emulated, both passes: each row's hits, as a multiset, equal numpy's."""
     index = nb_index(MEASLES, SPACED, 7)
     rows = some_rows(READS / "measles_Hm2_HiSeq_R1.fastq.gz", 23)
     rows.codes[rows.start[3] + 5] = 4  # an N in a seed
     step, nb_errors = 2, 1
-    cuda = host_cuda
-    resident = gpu.ResidentIndex(index)
-    kernel = lambda name: cuda.function("phf.cu", name, **gpu.defines(index, "phf"))
-    masks = seeding.substitution_masks(index.ln, nb_errors)
+    seeder = gpu.DeviceSeeder()
+    kernel, args, _ = seeder.walk(rows, index, step, nb_errors, "phf")
     n_rows = len(rows.start)
-    walk = [cuda.to_device(rows.codes), cuda.to_device(rows.start), cuda.to_device(rows.length),
-            cuda.to_device(rows.active.astype(np.uint8)), np.int32(n_rows), np.int32(step), cuda.to_device(masks),
-            np.int32(len(masks)), *resident.arrays]
-    looked, hits = cuda.to_device(np.zeros(n_rows, np.uint64)), cuda.to_device(np.zeros(n_rows, np.uint64))
-    gpu.launch_rows(kernel("sf_count"), 0, n_rows, *walk, looked, hits)
-    hits = cuda.from_device(hits, (n_rows,), np.uint64).astype(np.int64)
+    looked, hits = seeder.count(kernel, args, n_rows)
     r, contig, diag, n_patterns = numpy_hits(rows, index, step, nb_errors)
-    assert (hits == np.bincount(r, minlength=n_rows)).all()
-    assert cuda.from_device(looked, (n_rows,), np.uint64).sum() == n_patterns
-    seg = np.cumsum(hits) - hits
-    keys = cuda.empty(8 * int(hits.sum()))
-    gpu.launch_rows(kernel("sf_emit"), 0, n_rows, *walk, resident.contig_starts, np.int32(len(index.reference.starts)),
-                    cuda.to_device(seg), cuda.to_device(np.zeros(n_rows, np.uint64)), keys)
-    packed = cuda.from_device(keys, (int(hits.sum()),), np.uint64)
+    assert (hits == np.bincount(r, minlength=n_rows)).all() and looked.sum() == n_patterns
+    keys, _ = seeder.emit(kernel, args, hits, 0, n_rows)
+    packed = host_cuda.from_device(keys, (int(hits.sum()),), np.uint64)
     owner, _ = ragged_arange(hits)
     got = np.lexsort(((packed & np.uint64((1 << 40) - 1)).astype(np.int64), packed >> np.uint64(40), owner))
     packed = packed[got]

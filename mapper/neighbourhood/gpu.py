@@ -4,8 +4,8 @@
 degenerated neighbourhood: the paper's Figure 8 kernel); `DeviceSeeder.seed` is the cuda twin of
 seeding.seed: the same Candidates, in the same order, and the same SeedStats (tests/test_neighbourhood_gpu.py).
 
-Seed-and-filter, per batch: sf_count (a block per strand row, a thread per pattern) counts each row's hits;
-rows are cut into chunks whose hits fit CAPACITY keys; per chunk sf_emit writes the candidate keys into
+Seed-and-filter, per batch: sf_walk (a block per strand row, a thread per pattern) counts each row's hits;
+rows are cut into chunks whose hits fit CAPACITY keys; per chunk sf_walk again writes the candidate keys into
 per-row segments, sf_dedup sorts and de-duplicates each segment on the device, sf_gather packs the distinct
 keys, and only those come back to the host. pycuda is reached through mapper.backends.cuda (`cuda` below),
 which the host-emulation tests replace by tests/host_cuda.py, with `launch_rows` replaced by a row loop.
@@ -21,6 +21,7 @@ CAPACITY = 1 << 27      # candidate keys (8 bytes) per seed-and-filter chunk
 ROW_THREADS = 32        # threads of a row's block: a warp takes a read's patterns
 LOOKUP_CODES = {"phf": 0, "binary": 1, "list": 2}
 DIAG_BIAS = 1 << 20     # kernels/phf.cu: key = contig << 40 | (diagonal + DIAG_BIAS)
+NULL = np.intp(0)       # a null pointer argument (sf_walk's count pass has no output segments)
 
 
 def defines(index, method):
@@ -73,35 +74,52 @@ class DeviceSeeder:
             self._resident = ResidentIndex(index)
         return self._resident
 
-    def seed(self, rows, index, step=1, nb_errors=1, method="phf"):
+    def walk(self, rows, index, step, nb_errors, method):
+        """(kernel, the arguments sf_walk takes before its outputs, number of masks) for this batch."""
         resident = self._index(index)
-        kernel = lambda name: cuda.function("phf.cu", name, **defines(index, method))
         masks = substitution_masks(index.ln, nb_errors)
-        n_rows = len(rows.start)
-        walk = [cuda.to_device(rows.codes), cuda.to_device(rows.start.astype(np.int64)),
+        args = [cuda.to_device(rows.codes), cuda.to_device(rows.start.astype(np.int64)),
                 cuda.to_device(rows.length.astype(np.int64)), cuda.to_device(rows.active.astype(np.uint8)),
-                np.int32(n_rows), np.int32(step), cuda.to_device(masks), np.int32(len(masks)), *resident.arrays]
+                np.int32(len(rows.start)), np.int32(step), cuda.to_device(masks), np.int32(len(masks)),
+                *resident.arrays, resident.contig_starts, np.int32(len(index.reference.starts))]
+        return cuda.function("phf.cu", "sf_walk", **defines(index, method)), args, len(masks)
+
+    @staticmethod
+    def count(kernel, args, n_rows):
+        """sf_walk's count pass: (patterns looked up, hits) per row, host int64 arrays."""
         looked, hits = cuda.to_device(np.zeros(n_rows, np.uint64)), cuda.to_device(np.zeros(n_rows, np.uint64))
-        launch_rows(kernel("sf_count"), 0, n_rows, *walk, looked, hits)
-        hits = cuda.from_device(hits, (n_rows,), np.uint64).astype(np.int64)
-        stats = SeedStats(kmers=int(cuda.from_device(looked, (n_rows,), np.uint64).sum()), hits=int(hits.sum()))
-        stats.seeds = stats.kmers * len(masks)
+        launch_rows(kernel, 0, n_rows, *args, NULL, NULL, NULL, looked, hits)
+        return (cuda.from_device(looked, (n_rows,), np.uint64).astype(np.int64),
+                cuda.from_device(hits, (n_rows,), np.uint64).astype(np.int64))
+
+    @staticmethod
+    def emit(kernel, args, hits, begin, end):
+        """sf_walk's emit pass over rows begin..end-1: (device keys, device segment starts [n_rows])."""
+        seg = np.zeros(len(hits), dtype=np.int64)
+        seg[begin:end] = np.cumsum(hits[begin:end]) - hits[begin:end]
+        d_seg, keys = cuda.to_device(seg), cuda.empty(8 * int(hits[begin:end].sum()))
+        launch_rows(kernel, begin, end - begin, *args, d_seg, cuda.to_device(np.zeros(len(hits), np.uint64)), keys,
+                    NULL, NULL)
+        return keys, d_seg
+
+    def seed(self, rows, index, step=1, nb_errors=1, method="phf"):
+        kernel, args, n_masks = self.walk(rows, index, step, nb_errors, method)
+        n_rows = len(rows.start)
+        looked, hits = self.count(kernel, args, n_rows)
+        stats = SeedStats(kmers=int(looked.sum()), hits=int(hits.sum()))
+        stats.seeds = stats.kmers * n_masks
+        after = lambda name: cuda.function("phf.cu", name, **defines(index, method))
         parts = []
         for begin, end in _chunks(hits, CAPACITY):
-            seg = np.zeros(n_rows, dtype=np.int64)
-            seg[begin:end] = np.cumsum(hits[begin:end]) - hits[begin:end]
-            d_seg, total = cuda.to_device(seg), int(hits[begin:end].sum())
-            keys = cuda.empty(8 * total)
-            launch_rows(kernel("sf_emit"), begin, end - begin, *walk, resident.contig_starts,
-                        np.int32(len(index.reference.starts)), d_seg, cuda.to_device(np.zeros(n_rows, np.uint64)), keys)
+            keys, d_seg = self.emit(kernel, args, hits, begin, end)
             d_unique = cuda.to_device(np.zeros(n_rows, np.int64))
-            launch_rows(kernel("sf_dedup"), begin, end - begin, keys, d_seg, cuda.to_device(hits), np.int32(n_rows),
+            launch_rows(after("sf_dedup"), begin, end - begin, keys, d_seg, cuda.to_device(hits), np.int32(n_rows),
                         d_unique)
             unique = cuda.from_device(d_unique, (n_rows,), np.int64)
             out_off = np.cumsum(unique) - unique
             n_out = int(unique.sum())
             out = cuda.empty(8 * n_out)
-            launch_rows(kernel("sf_gather"), begin, end - begin, keys, d_seg, d_unique, cuda.to_device(out_off),
+            launch_rows(after("sf_gather"), begin, end - begin, keys, d_seg, d_unique, cuda.to_device(out_off),
                         np.int32(n_rows), out)
             packed = cuda.from_device(out, (n_out,), np.uint64)
             parts.append((np.repeat(np.arange(n_rows), unique), (packed >> np.uint64(40)).astype(np.int64),
@@ -111,4 +129,3 @@ class DeviceSeeder:
         row, contig, diag = (np.concatenate(c) for c in zip(*parts))
         stats.diagonals = stats.adjacent = stats.bands = len(row)
         return Candidates(row, contig, diag, diag.copy()), stats
-

@@ -19,20 +19,16 @@ Built without a per-position Python loop: keys by width vectorised passes, one 6
 construction. The folder `REF.fa.nbx/` (or --index DIR) has a meta.json with the magic, the format version,
 the kind "neighbourhood", ls, ln, the mask and the reference's checksum, like the k-mer index's.
 """
-import json
 import logging
-import os
-import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from mapper import __version__
 from mapper.alphabet import CODE_N
 from mapper.errors import IndexFormatError, UsageError
-from mapper.index import MAGIC, default_index_dir
+from mapper.index import default_index_dir, index_folder, read_meta, write_index
 from mapper.neighbourhood.hashing import Phf, build_phf
 from mapper.reference import Reference, file_checksum, read_fasta, require_readable
 
@@ -170,62 +166,27 @@ def build_index(ref_path, mask, ln, index_dir=None):
     check_nb_len(ln)
     require_readable(ref_path)
     folder = Path(index_dir) if index_dir else default_folder(ref_path)
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    tmp = folder.with_name(f".{folder.name}.tmp-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
-    try:
+    with index_folder(folder) as tmp:
         t0 = time.perf_counter()
         checksum = file_checksum(ref_path)
         reference = read_fasta(ref_path, tmp / "ref.fai")
         nboff, nbkeys, posoff, positions, phf = build_arrays(reference, mask, ln)
         arrays = dict(reference.to_arrays(), nboff=nboff, nbkeys=nbkeys, posoff=posoff, positions=positions,
                       seed_j=phf.seed_j, voff=phf.voff, g=phf.g, vslot=phf.vslot)
-        for name in _ARRAYS:
-            np.save(tmp / f"{name}.npy", arrays[name])
-        meta = {
-            "magic": MAGIC, "format_version": FORMAT_VERSION, "kind": KIND, "mask": mask, "ln": ln,
-            "gkmap_version": __version__,
-            "reference": {"path": str(Path(ref_path).resolve()), "checksum": checksum},
-            "contigs": [[c, int(length)] for c, length in zip(reference.names, reference.lengths)],
-            "slots": int(len(nbkeys)), "positions": int(len(positions)), "vertices": int(phf.voff[-1]),
-        }
-        (tmp / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
-        if folder.exists():
-            shutil.rmtree(folder)
-        os.replace(tmp, folder)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        write_index(tmp, {name: arrays[name] for name in _ARRAYS},
+                    {"format_version": FORMAT_VERSION, "kind": KIND, "mask": mask, "ln": ln,
+                     "slots": int(len(nbkeys)), "positions": int(len(positions)), "vertices": int(phf.voff[-1])},
+                    ref_path, checksum, reference)
     log.info("neighbourhood index of %s (seed %s, ln %d): %d patterns, %d neighbourhoods, %d vertices in %.1f s "
              "-> %s", ref_path, mask, ln, len(positions), len(nbkeys), int(phf.voff[-1]), time.perf_counter() - t0,
              folder)
     return NeighbourhoodIndex(mask, ln, nboff, nbkeys, posoff, positions, phf, reference, folder)
 
 
-def _read_meta(folder):
-    path = Path(folder) / "meta.json"
-    try:
-        meta = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise IndexFormatError(f"{folder}: not a gkmap index (no meta.json); build one with "
-                               "'gkmap index --index-kind neighbourhood'") from None
-    except (OSError, ValueError) as e:
-        raise IndexFormatError(f"{path}: unreadable index metadata ({e})") from None
-    if not isinstance(meta, dict) or meta.get("magic") != MAGIC:
-        raise IndexFormatError(f"{folder}: not a gkmap index (bad magic)")
-    if meta.get("kind") != KIND:
-        raise IndexFormatError(f"{folder}: a '{meta.get('kind')}' index, not a '{KIND}' index")
-    if meta.get("format_version") != FORMAT_VERSION:
-        raise IndexFormatError(
-            f"{folder}: neighbourhood index format version {meta.get('format_version')}, but this gkmap "
-            f"({__version__}) reads version {FORMAT_VERSION}; rebuild it with 'gkmap index --index-kind neighbourhood'")
-    return meta
-
-
 def load_index(ref_path, index_dir=None):
     """Load and validate the neighbourhood index of `ref_path` (memory-mapped arrays)."""
     folder = Path(index_dir) if index_dir else default_folder(ref_path)
-    meta = _read_meta(folder)
+    meta = read_meta(folder, KIND, FORMAT_VERSION, "'gkmap index --index-kind neighbourhood'")
     if meta["reference"]["checksum"] != file_checksum(ref_path):
         raise IndexFormatError(
             f"{folder}: built from another reference ({meta['reference']['path']}), not {ref_path}; "

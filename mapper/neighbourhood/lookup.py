@@ -4,7 +4,8 @@ Input : a `NeighbourhoodIndex`, block int64 [n] (the seed keys) and key uint32 [
 Output: slot int64 [n], the key's slot in the index (its positions are positions[posoff[slot]:...]), or -1.
 
 - `phf`: the block's perfect hash (hashing.py): constant time, three g reads, one vslot read, one key check.
-- `binary`: binary search of the block's sorted keys: log2(block size) dependent reads.
+- `binary`: binary search of the block's sorted keys: log2(block size) dependent reads (numpy: one
+  searchsorted over every slot's (block, key), which are sorted too).
 - `list`: the block's keys read one after the other until the key or a larger one: block size / 2 reads.
 
 All three give the same slots (tests/test_neighbourhood.py); they differ in how many memory reads a look-up
@@ -17,18 +18,13 @@ from mapper.options import LOOKUPS  # noqa: F401 (the choices, defined with the 
 
 
 def binary_slots(index, block, key):
-    """Lower bound of each key in its block, vectorised over all queries (one numpy pass per halving)."""
-    lo = index.nboff[block].astype(np.int64)
-    end = index.nboff[block + 1].astype(np.int64)
-    hi = end.copy()
-    todo = np.flatnonzero(lo < hi)
-    while len(todo):
-        mid = (lo[todo] + hi[todo]) >> 1
-        below = index.nbkeys[mid] < key[todo]
-        lo[todo] = np.where(below, mid + 1, lo[todo])
-        hi[todo] = np.where(below, hi[todo], mid)
-        todo = todo[lo[todo] < hi[todo]]
-    return _found(index, lo, end, key)
+    """Binary search (numpy's searchsorted) of (block, key) among all slots' (block, key), which are sorted:
+    the same answer as a search inside the block, which is what the kernel does."""
+    if getattr(index, "_block_keys", None) is None:
+        owner = np.repeat(np.arange(len(index.nboff) - 1, dtype=np.int64), np.diff(index.nboff))
+        index._block_keys = owner << 32 | np.asarray(index.nbkeys, dtype=np.int64)
+    at = np.searchsorted(index._block_keys, block << 32 | key.astype(np.int64))
+    return _found(index, at, index.nboff[block + 1].astype(np.int64), key)
 
 
 def list_slots(index, block, key):
