@@ -28,7 +28,7 @@ class MapOptions:
     max_records: int = None     # -n
     index_dir: str = None
     batch_size: int = 100_000
-    threads: int = None         # -t: host processes rendering CIGAR/MD and SAM (None: the cores, at most 16)
+    threads: int = None         # -t: host processes rendering CIGAR/MD and SAM (None: the cores but one, at most 16)
     quiet: bool = False
     command_line: str = "gkmap map"
     paired: str = None          # None (single-end), "pe" or "mp" (PAIRED)
@@ -50,10 +50,12 @@ class MapOptions:
     lookup: str = "phf"         # --lookup: phf, binary or list
 
     def host_workers(self):
-        """Processes rendering SAM text (mapper/render.py): -t, or every core this process may use."""
+        """Processes rendering SAM text (mapper/render.py): -t, or every core this process may use but one
+        (the main process parses reads and drives the mapping core)."""
         if self.threads is not None:
             return self.threads
-        return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        return max(1, cores - 1)
 
     @property
     def distributed(self):

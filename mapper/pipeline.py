@@ -25,11 +25,10 @@ from mapper.filters.windows import MODES as FILTER_MODES, candidate_pairs
 from mapper.index import open_index
 from mapper.options import MAX_E
 from mapper.outputs import atomic_output
-from mapper.reads import read_batches
-from mapper.render import HostWorkers, render
+from mapper.reads import prefetch, read_batches
+from mapper.render import HostWorkers, batch_loci, render
 from mapper.sam import header
 from mapper.seeding import SeedStats, strand_rows
-from mapper.verify import select_loci
 
 log = logging.getLogger("gkmap")
 STAGES = ("parse", "seed", "filter", "verify", "align", "output")
@@ -91,19 +90,10 @@ def per_read_e(batch, fixed_e, reads_path):
     return np.minimum(np.minimum(rule, MAX_E), lengths // 4)
 
 
-@dataclass
-class BatchLoci:
-    """Every locus found for one batch, in report order, before any --best / -n cap."""
-    rows: object          # seeding.StrandRows
-    loci: object          # verify.Mappings
-    read: np.ndarray      # batch index of each locus' read
-    strand: np.ndarray    # 0 forward, 1 reverse
-    nh: np.ndarray        # loci per read [n]
-
-
-def find_loci(batch, index, backend, filter_mode, fixed_e, reads_path, counters, dump=None):
-    """Seeding, filter and verification of one batch (the mapping core); updates `counters`. With `dump`
-    (a text file), the candidates are also written there as pairs, before the filter (--dump-candidates)."""
+def find_mappings(batch, index, backend, filter_mode, fixed_e, reads_path, counters, dump=None):
+    """Seeding, filter and verification of one batch (the mapping core): (StrandRows, every verified
+    mapping, before loci are selected); updates `counters`. With `dump` (a text file), the candidates are
+    also written there as pairs, before the filter (--dump-candidates)."""
     reference = index.reference
     e = per_read_e(batch, fixed_e, reads_path)
     rows = strand_rows(batch.codes(), batch.starts, e)
@@ -121,46 +111,34 @@ def find_loci(batch, index, backend, filter_mode, fixed_e, reads_path, counters,
         cands = cands.subset(keep)
     counters.verified += len(cands)
     with counters.timed("verify"):
-        loci = select_loci(rows, backend.verify(rows, cands, reference))
-    read = rows.read_of(loci.row)
-    return BatchLoci(rows, loci, read, rows.strand_of(loci.row), np.bincount(read, minlength=len(batch)))
+        return rows, backend.verify(rows, cands, reference)
 
 
-def cap_records(found, best, max_records):
-    """(loci, read, strand) kept by --best (fewest edits of the read) and -n (first N of the read)."""
-    loci, read, strand = found.loci, found.read, found.strand
-    if not len(loci) or not (best or max_records):
-        return loci, read, strand
-    is_first = np.ones(len(read), dtype=bool)
-    is_first[1:] = read[1:] != read[:-1]
-    group_start = np.flatnonzero(is_first)[np.cumsum(is_first) - 1]
-    keep = np.ones(len(read), dtype=bool)
-    if best:
-        keep &= loci.edits == loci.edits[group_start]
-    if max_records:
-        keep &= np.arange(len(read)) - group_start < max_records
-    return loci.take(keep), read[keep], strand[keep]
+def find_loci(batch, index, backend, filter_mode, fixed_e, reads_path, counters, dump=None):
+    """`find_mappings`, then one mapping per locus (render.BatchLoci)."""
+    rows, maps = find_mappings(batch, index, backend, filter_mode, fixed_e, reads_path, counters, dump)
+    with counters.timed("verify"):
+        return batch_loci(rows, maps, len(batch))
 
 
-def count_batch(counters, batch, found, n_records):
-    """Add one batch's reads, mapped/unmapped reads, loci and records to `counters`."""
-    nh = found.nh
-    counters.reads += len(batch)
+def count_batch(counters, rendered):
+    """Add one rendered batch's reads, mapped/unmapped reads, loci, records and host seconds to `counters`."""
+    nh = rendered.nh
+    counters.reads += len(nh)
     counters.mapped += int((nh > 0).sum())
     counters.unmapped += int((nh == 0).sum())
     counters.loci += int(nh.sum())
-    counters.records += n_records + int((nh == 0).sum())
+    counters.records += rendered.records + int((nh == 0).sum())
+    counters.times["align"] += rendered.align_s
+    counters.times["output"] += rendered.output_s
 
 
 def map_batch(batch, index, backend, filter_mode, opts, counters, dump=None):
     """SAM text and unmapped-read indices of one batch, rendered inline; updates `counters`."""
-    found = find_loci(batch, index, backend, filter_mode, opts.e, opts.reads, counters, dump)
-    loci, read, strand = cap_records(found, opts.best, opts.max_records)
-    rendered = render(batch, index.reference, loci, read, strand, found.nh, False)
-    counters.times["align"] += rendered.align_s
-    counters.times["output"] += rendered.output_s
-    count_batch(counters, batch, found, len(loci))
-    return rendered.sam, np.flatnonzero(found.nh == 0)
+    rows, maps = find_mappings(batch, index, backend, filter_mode, opts.e, opts.reads, counters, dump)
+    rendered = render(batch, rows, maps, index.reference, opts.best, opts.max_records, False)
+    count_batch(counters, rendered)
+    return rendered.sam, np.flatnonzero(rendered.nh == 0)
 
 
 def open_mapping(opts):
@@ -196,25 +174,22 @@ def map_reads(opts):
         sam = outputs.enter_context(atomic_output(opts.output))
         unmapped, dump = optional(opts.unmapped), optional(opts.dump_candidates)
         workers = outputs.enter_context(HostWorkers(opts.host_workers(), opts.batch_size, index.reference,
-                                                    unmapped is not None))
+                                                    opts.best, opts.max_records, unmapped is not None))
         sam.write(header(index.reference, opts.command_line))
 
         def write(block=False):
             for batch, parts in workers.ready(block):
                 with counters.timed("output"):
                     for part in parts:
-                        counters.times["align"] += part.align_s
-                        counters.times["output"] += part.output_s
+                        count_batch(counters, part)
                         sam.write(part.sam)
                         if unmapped is not None:
                             unmapped.write(part.unmapped)
                 progress.update(len(batch))
 
-        for batch in counters.timed_iter("parse", read_batches(opts.reads, opts.batch_size)):
-            found = find_loci(batch, index, backend, filter_mode, opts.e, opts.reads, counters, dump)
-            loci, read, strand = cap_records(found, opts.best, opts.max_records)
-            count_batch(counters, batch, found, len(loci))
-            workers.submit(batch, loci, read, strand, found.nh)
+        for batch in counters.timed_iter("parse", prefetch(read_batches(opts.reads, opts.batch_size))):
+            rows, maps = find_mappings(batch, index, backend, filter_mode, opts.e, opts.reads, counters, dump)
+            workers.submit(batch, rows, maps)
             write()
         write(block=True)
     progress.close()

@@ -13,6 +13,8 @@ one-line `InputError`s naming the file, the line and the record.
 """
 import itertools
 import os
+import queue
+import threading
 from dataclasses import dataclass
 
 import dnaio
@@ -23,6 +25,7 @@ from mapper.errors import InputError
 from mapper.reference import require_readable
 
 BATCH_SIZE = 100_000
+_UPPER = np.frombuffer(bytes(range(256)).upper(), dtype=np.uint8)  # ASCII upper-casing as a lookup table
 
 
 @dataclass
@@ -59,7 +62,7 @@ def _to_batch(records, first, path, fastq):
     lengths = np.fromiter(map(len, seqs), dtype=np.int64, count=len(seqs))
     starts = np.zeros(len(seqs) + 1, dtype=np.int64)
     np.cumsum(lengths, out=starts[1:])
-    seq = np.frombuffer("".join(seqs).upper().encode("ascii", "replace"), dtype=np.uint8)
+    seq = _UPPER[np.frombuffer("".join(seqs).encode("ascii", "replace"), dtype=np.uint8)]
     qual = None
     if fastq:
         qual = np.frombuffer("".join(r.qualities for r in records).encode("ascii", "replace"), dtype=np.uint8)
@@ -88,3 +91,41 @@ def read_batches(path, batch_size=BATCH_SIZE):
     if first == 0:
         raise InputError(path, "no reads in the file")
 
+
+
+def prefetch(batches, depth=2):
+    """Iterate `batches` (e.g. read_batches) with the next `depth` items parsed by a background thread, so
+    parsing overlaps the GPU stages (PyCUDA releases the GIL while it waits for the device). Items and any
+    exception come out in order; stopping early (an error downstream) stops the thread."""
+    items = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+    done = object()
+
+    def produce():
+        try:
+            for item in batches:
+                while not stop.is_set():
+                    try:
+                        items.put((item, None), timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            items.put((done, None))
+        except BaseException as error:  # handed to the consumer, which re-raises it in its own thread
+            items.put((done, error))
+
+    thread = threading.Thread(target=produce, name="gkmap-reader", daemon=True)
+    thread.start()
+    try:
+        while True:
+            item, error = items.get()
+            if error is not None:
+                raise error
+            if item is done:
+                return
+            yield item
+    finally:
+        stop.set()
+        thread.join()

@@ -1,11 +1,14 @@
-"""The host half of mapping: a batch's loci -> CIGAR/MD (align.py) -> SAM text (sam.py), and the unmapped
-reads' FASTQ/FASTA. On a GPU run this is most of the host's work per read (a per-record string for every
-locus), so `HostWorkers` spreads it over worker processes while the main process runs the next batch's
-mapping core: the batch is cut into slices of whole reads, each slice is rendered by a worker, and the
-texts come back and are written in input order, so the output is byte-identical to rendering inline.
+"""The host half of mapping: a batch's verified mappings -> loci (one per locus, --best / -n) -> CIGAR/MD
+(align.py) -> SAM text (sam.py), and the unmapped reads' FASTQ/FASTA. On a GPU run this is most of the
+host's work per read (sorting loci, a CIGAR/MD and a record string for every locus), so `HostWorkers`
+spreads it over worker processes while the main process runs the next batch's mapping core: the batch is
+cut into slices of whole reads, each slice is rendered by a worker, and the texts come back and are
+written in input order, so the output is byte-identical to rendering inline.
 
 Workers are spawned (not forked: the main process may hold a CUDA context and threads) and see the
-reference through one memory-mapped temporary file, so N workers share one copy of the genome.
+reference through one memory-mapped temporary file, so N workers share one copy of the genome. As with
+any spawned process, a script calling `pipeline.map_reads` must guard its entry point with
+`if __name__ == "__main__":`.
 """
 import collections
 import concurrent.futures
@@ -22,41 +25,84 @@ from mapper.reads import ReadBatch
 from mapper.reference import Reference
 from mapper.sam import batch_records, unmapped_records
 from mapper.seeding import strand_rows
-from mapper.verify import Mappings
+from mapper.verify import Mappings, select_loci
 
 MAX_WORKERS = 16
 SLICE_READS = 10_000  # reads per worker job: small enough to spread a batch, large enough to amortise pickling
 
 
 @dataclass
+class BatchLoci:
+    """Every locus found for one batch, in report order, before any --best / -n cap."""
+    rows: object          # seeding.StrandRows
+    loci: object          # verify.Mappings
+    read: np.ndarray      # batch index of each locus' read
+    strand: np.ndarray    # 0 forward, 1 reverse
+    nh: np.ndarray        # loci per read [n]
+
+
+def batch_loci(rows, maps, n_reads):
+    """One mapping per locus (verify.select_loci) of a batch's verified mappings, with read, strand and NH."""
+    loci = select_loci(rows, maps)
+    read = rows.read_of(loci.row)
+    return BatchLoci(rows, loci, read, rows.strand_of(loci.row), np.bincount(read, minlength=n_reads))
+
+
+def cap_records(found, best, max_records):
+    """(loci, read, strand) kept by --best (fewest edits of the read) and -n (first N of the read)."""
+    loci, read, strand = found.loci, found.read, found.strand
+    if not len(loci) or not (best or max_records):
+        return loci, read, strand
+    is_first = np.ones(len(read), dtype=bool)
+    is_first[1:] = read[1:] != read[:-1]
+    group_start = np.flatnonzero(is_first)[np.cumsum(is_first) - 1]
+    keep = np.ones(len(read), dtype=bool)
+    if best:
+        keep &= loci.edits == loci.edits[group_start]
+    if max_records:
+        keep &= np.arange(len(read)) - group_start < max_records
+    return loci.take(keep), read[keep], strand[keep]
+
+
+@dataclass
 class Rendered:
     sam: str
     unmapped: str       # FASTQ/FASTA of the unmapped reads ('' unless asked for)
-    align_s: float      # seconds spent on CIGAR/MD
+    nh: np.ndarray      # loci found per read (before the caps): the run's counters
+    records: int        # SAM records of mapped reads
+    align_s: float      # seconds spent on loci and CIGAR/MD
     output_s: float     # seconds spent formatting records
 
 
-def render(batch, reference, loci, read, strand, nh, want_unmapped):
-    """SAM text of `batch` from its selected loci (read = batch index of each locus, in report order)."""
+def render(batch, rows, maps, reference, best, max_records, want_unmapped):
+    """SAM text of `batch` from its verified mappings (`rows`: its StrandRows)."""
     t0 = time.perf_counter()
-    rows = strand_rows(batch.codes(), batch.starts, np.zeros(len(batch), dtype=np.int64))
+    found = batch_loci(rows, maps, len(batch))
+    loci, read, strand = cap_records(found, best, max_records)
     cigars, mds, nms = describe(rows, loci, reference)
     t1 = time.perf_counter()
-    sam = batch_records(batch, reference, read, strand, loci, cigars, mds, nms, nh)
-    unmapped = unmapped_records(batch, np.flatnonzero(nh == 0)) if want_unmapped else ""
-    return Rendered(sam, unmapped, t1 - t0, time.perf_counter() - t1)
+    sam = batch_records(batch, reference, read, strand, loci, cigars, mds, nms, found.nh)
+    unmapped = unmapped_records(batch, np.flatnonzero(found.nh == 0)) if want_unmapped else ""
+    return Rendered(sam, unmapped, found.nh, len(loci), t1 - t0, time.perf_counter() - t1)
 
 
-def _slice_job(batch, loci, read, strand, nh, a, b):
-    """The reads [a, b) of a batch with their loci, renumbered as a batch of their own."""
-    s0, s1 = batch.starts[a], batch.starts[b]
-    part = ReadBatch(batch.names[a:b], batch.seq[s0:s1], None if batch.qual is None else batch.qual[s0:s1],
-                     batch.starts[a:b + 1] - s0, batch.first + a)
-    lo, hi = np.searchsorted(read, [a, b])
-    local = read[lo:hi] - a
-    sub = loci.take(slice(lo, hi))
-    sub = Mappings(local + strand[lo:hi] * (b - a), sub.contig, sub.start, sub.end, sub.edits)
-    return part, sub, local, strand[lo:hi], nh[a:b]
+def _slices(batch, rows, maps, workers):
+    """Jobs of whole reads [a, b) of a batch, each with its reads' e and verified mappings renumbered as a
+    batch of its own (rows a..b-1 forward and n+a..n+b-1 reverse become 0..m-1 and m..2m-1)."""
+    n = len(batch)
+    order = np.argsort(maps.row, kind="stable")
+    maps = maps.take(order)
+    step = max(1, min(SLICE_READS, -(-n // workers)))
+    for a in range(0, n, step):
+        b = min(a + step, n)
+        s0, s1 = batch.starts[a], batch.starts[b]
+        part = ReadBatch(batch.names[a:b], batch.seq[s0:s1], None if batch.qual is None else batch.qual[s0:s1],
+                         batch.starts[a:b + 1] - s0, batch.first + a)
+        f0, f1, r0, r1 = np.searchsorted(maps.row, [a, b, n + a, n + b])
+        take = np.r_[f0:f1, r0:r1]
+        sub = maps.take(take)
+        row = np.where(sub.row < n, sub.row - a, sub.row - n - a + (b - a))
+        yield part, rows.e[a:b], Mappings(row, sub.contig, sub.start, sub.end, sub.edits)
 
 
 _reference = None  # the worker's Reference (set by _init_worker)
@@ -67,25 +113,26 @@ def _init_worker(names, starts, lengths, codes_path):
     _reference = Reference(names, starts, lengths, np.load(codes_path, mmap_mode="r"))
 
 
-def _render_job(job, want_unmapped):
-    part, loci, read, strand, nh = job
-    return render(part, _reference, loci, read, strand, nh, want_unmapped)
+def _render_job(job, best, max_records, want_unmapped):
+    part, e, maps = job
+    rows = strand_rows(part.codes(), part.starts, e)
+    return render(part, rows, maps, _reference, best, max_records, want_unmapped)
 
 
 class HostWorkers:
     """Render batches inline or in `workers` spawned processes, yielding results in order.
 
-    submit(batch, loci, read, strand, nh) queues a batch; ready(block) yields (batch, [Rendered]) of the
+    submit(batch, rows, maps) queues a batch (its StrandRows and verified mappings); ready(block) yields (batch, [Rendered]) of the
     oldest batches, in submission order, once done (all of them, waiting, when block is True). At most
     2 x workers slices are in flight, which bounds the memory held for pending batches. The processes start
     with the first full batch (`batch_size` reads): a run of one short batch is rendered inline, as the
     start-up would cost more than it saves."""
 
-    def __init__(self, workers, batch_size, reference, want_unmapped):
+    def __init__(self, workers, batch_size, reference, best, max_records, want_unmapped):
         self.workers = max(1, min(int(workers), MAX_WORKERS))
         self.batch_size = batch_size
         self.reference = reference
-        self.want_unmapped = want_unmapped
+        self.options = (best, max_records, want_unmapped)
         self._pool = None
         self._tmp = None
         self._pending = collections.deque()
@@ -99,17 +146,14 @@ class HostWorkers:
             self.workers, mp_context=multiprocessing.get_context("spawn"), initializer=_init_worker,
             initargs=(list(ref.names), ref.starts, ref.lengths, codes_path))
 
-    def submit(self, batch, loci, read, strand, nh):
+    def submit(self, batch, rows, maps):
         if self._pool is None and (self.workers == 1 or len(batch) < self.batch_size):
-            self._pending.append((batch, [render(batch, self.reference, loci, read, strand, nh, self.want_unmapped)]))
+            self._pending.append((batch, [render(batch, rows, maps, self.reference, *self.options)]))
             return
         if self._pool is None:
             self._start()
-        n = len(batch)
-        step = max(1, min(SLICE_READS, -(-n // self.workers)))
-        bounds = list(range(0, n, step)) + [n]
-        futures = [self._pool.submit(_render_job, _slice_job(batch, loci, read, strand, nh, a, b), self.want_unmapped)
-                   for a, b in zip(bounds[:-1], bounds[1:])]
+        futures = [self._pool.submit(_render_job, job, *self.options)
+                   for job in _slices(batch, rows, maps, self.workers)]
         self._pending.append((batch, futures))
 
     def ready(self, block=False):
