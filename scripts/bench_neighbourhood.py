@@ -166,7 +166,7 @@ def table1(genome, n_reads, nb_errors, bwa, work, device):
     def neighbourhood(k):
         out = work / f"nb{k}.sam"
         run = gkmap_run(genome, reads, out, index_kind="neighbourhood", index_dir=str(nb.folder), nb_errors=k,
-                        device=device)
+                        device=device, batch_size=100_000 if k < 2 else 10_000)  # k = 2: ~10x the windows
         rows.append(dict(tool=f"gkmap neighbourhood (ls 8, ln 7, {SPACED}, delta 1, nb-errors {k}, e 3)", **run,
                          **sam_counts(out)))
         log(rows[-1])

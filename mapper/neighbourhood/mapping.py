@@ -8,10 +8,17 @@ selection, CIGAR/MD and SAM writer as the k-mer path: the same SAM format and th
 reported mapping has edit distance <= e). pipeline.map_reads picks `open_neighbourhood` instead of its
 `open_mapping` for this index kind; everything after the opening is shared.
 """
+from dataclasses import fields
+
+import numpy as np
+
 from mapper.backends import get_backend
 from mapper.backends.base import Backend
 from mapper.neighbourhood import seeding
 from mapper.neighbourhood.index import open_index
+from mapper.verify import Mappings
+
+VERIFY_CHUNK = 1 << 26  # candidate windows per verification call
 
 
 class NeighbourhoodBackend(Backend):
@@ -38,7 +45,13 @@ class NeighbourhoodBackend(Backend):
         return self.inner.filter(mode, rows, cands, reference)
 
     def verify(self, rows, cands, reference):
-        return self.inner.verify(rows, cands, reference)
+        """The wrapped backend's verification, VERIFY_CHUNK windows at a time: with --nb-errors 2 a batch can
+        give billions of windows, more than one device launch or buffer holds."""
+        if len(cands) <= VERIFY_CHUNK:
+            return self.inner.verify(rows, cands, reference)
+        parts = [self.inner.verify(rows, cands.subset(slice(begin, begin + VERIFY_CHUNK)), reference)
+                 for begin in range(0, len(cands), VERIFY_CHUNK)]
+        return Mappings(*(np.concatenate([getattr(m, f.name) for m in parts]) for f in fields(Mappings)))
 
 
 def open_neighbourhood(opts):
