@@ -26,9 +26,9 @@ and give each chunk of read pairs two tasks: `map_mates` maps both mates and kee
 `pair_chunk` pairs them there (Dask runs it where its input lies) once the TLEN range is known. Without
 --min and --max the range is estimated as a single process estimates it (`paired.insert_size`, pair by
 pair, so whatever the chunks): the client reads the first chunks' confident TLENs (`chunk_tlens`, a small
-task on each mapped chunk) while the workers map `IN_FLIGHT_PER_THREAD` chunks per thread ahead, then
-submits the pairing of every chunk mapped so far. A mapped chunk lost with its worker is mapped again from
-its task, whose reads the scheduler still holds.
+task on each mapped chunk) in order while the workers map `IN_FLIGHT_PER_THREAD` chunks per thread ahead,
+then submits the pairing of every chunk mapped so far. A mapped chunk lost with its worker is mapped again
+from its task, whose reads the scheduler still holds.
 """
 import contextlib
 import copy
@@ -335,10 +335,10 @@ class Stream:
     def window(self):
         return IN_FLIGHT_PER_THREAD * max(1, sum(self.client.nthreads().values()))
 
-    def submit(self, function, *args, step=None, chunk):
+    def submit(self, function, *args, step=None, chunk, priority=0):
         """The future of one task of this run, keyed `<token>-[<step>-]<chunk>` (chunk_of reads it back)."""
         key = f"{self.token}-{step}-{chunk}" if step else f"{self.token}-{chunk}"
-        return self.client.submit(function, *args, key=key, retries=RETRIES, pure=False)
+        return self.client.submit(function, *args, key=key, retries=RETRIES, pure=False, priority=priority)
 
     def result(self, future):
         """A task's value; GkmapError when the chunk failed on every try or was refused (a RemoteError)."""
@@ -403,19 +403,27 @@ def map_paired(stream, opts, plugin_name, counters):
     """Chunks of read pairs: map_mates, then pair_chunk once the TLEN range is known (module docstring);
     returns the range."""
     chunks = counters.timed_iter("parse", read_pairs(opts.reads, opts.reads2, opts.chunk_reads or opts.batch_size))
+    orientation = PAIRED[opts.paired]
+    given = (opts.min_insert, opts.max_insert)
+    estimating = None in given
+
+    def submit_mapping(chunk, pair):
+        """(future of the MappedChunk, future of its Confident while the range is estimated, else None). The
+        Confident task is submitted with the mapping and ahead of the mappings queued on that worker, so
+        the client, which reads them in order, does not stall the workers (docs/cluster.md)."""
+        future = stream.submit(map_mates, *pair, plugin_name, step="map", chunk=chunk)
+        return future, stream.submit(chunk_tlens, future, orientation, step="tlens", chunk=chunk,
+                                     priority=1) if estimating else None
+
     with dask.config.set(LARGE_TASK):
-        mapped = Ahead((stream.submit(map_mates, b1, b2, names, plugin_name, step="map", chunk=chunk)
-                        for chunk, (b1, b2, names) in enumerate(chunks)), stream.window)
-        orientation = PAIRED[opts.paired]
-        confident = ((future, stream.result(stream.submit(chunk_tlens, future, orientation, step="tlens",
-                                                          chunk=chunk_of(future.key, stream.token))))
-                     for future in mapped)
-        lo, hi, seen = insert_size(confident, orientation, (opts.min_insert, opts.max_insert))
+        mapped = Ahead(itertools.starmap(submit_mapping, enumerate(chunks)), stream.window)
+        lo, hi, seen = insert_size(((future, stream.result(tlens)) for future, tlens in mapped), orientation, given)
+    estimating = False     # the chunks drawn from here on need no TLENs (submit_mapping reads it)
     mapped.depth = 0       # from here on, Stream.run draws chunks as its window allows
     seen = deque(seen)
     settings = PairSettings.of(opts, lo, hi)
     popped = (seen.popleft() for _ in range(len(seen)))   # the client lets go of a chunk once it is paired
-    stream.run(itertools.chain(popped, mapped),
+    stream.run(itertools.chain(popped, (future for future, _ in mapped)),
                lambda chunk, future: stream.submit(pair_chunk, future, settings, plugin_name, step="pair", chunk=chunk))
     return lo, hi
 

@@ -175,8 +175,10 @@ def build_index(ref_path, ws=DEFAULT_WS, index_dir=None):
     return KmerIndex(ws, offsets, positions, reference, folder)
 
 
-def read_meta(folder, kind=KIND, version=FORMAT_VERSION, build="'gkmap index'"):
-    """meta.json of an index folder of `kind`, checked: magic, kind and format version (one-line errors)."""
+def read_meta(folder, kind=KIND, version=None, build="'gkmap index'"):
+    """meta.json of an index folder of `kind`, checked: magic, kind and format version (one-line errors).
+    `version` None is the k-mer index's FORMAT_VERSION, read at the call (a test gives a worker another)."""
+    version = FORMAT_VERSION if version is None else version
     meta_path = Path(folder) / "meta.json"
     try:
         meta = json.loads(meta_path.read_text())

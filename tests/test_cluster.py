@@ -7,6 +7,7 @@ tests run `gkmap map --scheduler ADDRESS` against a cluster the test owns, so th
 worker (Client.run) before the run: the worker-side functions are shipped by value (cloudpickle), since
 the workers cannot import this test module.
 """
+import logging
 import re
 import sys
 
@@ -46,10 +47,17 @@ def single_sam(tmp_path_factory, index_dir):
 @pytest.fixture(scope="module")
 def cluster():
     """A scheduler and two worker processes, each with its own extra environment variable (the mechanism
-    --gpus pins a worker to its GPU with)."""
-    with local_cluster([{"GKMAP_TEST_SLOT": "a"}, {"GKMAP_TEST_SLOT": "b"}], "worker") as cluster, \
-            distributed.Client(cluster, set_as_default=False) as client:
-        yield client
+    --gpus pins a worker to its GPU with). The scheduler and the nannies live in this test process, where
+    they log as a gkmap run ends (a client gone): their records stay off the root logger, whose handler
+    holds the stderr of the test that ran gkmap last (closed by then, or another test's)."""
+    logger = logging.getLogger("distributed")
+    propagate, logger.propagate = logger.propagate, False
+    try:
+        with local_cluster([{"GKMAP_TEST_SLOT": "a"}, {"GKMAP_TEST_SLOT": "b"}], "worker") as cluster, \
+                distributed.Client(cluster, set_as_default=False) as client:
+            yield client
+    finally:
+        logger.propagate = propagate
 
 
 @pytest.fixture
