@@ -8,7 +8,9 @@ Human chr20 with reads simulated from it (scripts/simulate_reads.py model, seed 
 none / gatekeeper / gatekeeper-faithful side by side on the cuda backend, and --filter none on the cpu
 backend over a subsample (reads/s ratio). A warm-up run first keeps kernel compilation out of the times.
 Columns: reads/s end to end (FASTQ file to SAM file), core reads/s (seed + filter + verify only),
-candidate windows per read, filter pass rate, verifications, and seconds per stage.
+candidate windows per read, filter pass rate, verifications, loci and mapped reads lost against
+--filter none of the same backend (the published filter may lose some; the improved one must lose none),
+and seconds per stage (align and output are summed over the host render workers, -t).
 """
 import argparse
 import sys
@@ -35,6 +37,7 @@ def run(genome, reads, folder, device, filt, e, tag, quiet=True):
         set=tag, device=device, filter=filt, reads=c.reads, seconds=c.seconds, rate=c.reads / c.seconds,
         core_rate=c.reads / core if core else 0.0, windows_per_read=windows / max(c.reads, 1),
         pass_rate=c.verified / windows if windows else 1.0, verified=c.verified, mapped=c.mapped, loci=c.loci,
+        lost="",
         stages=" ".join(f"{k}={v:.2f}" for k, v in c.times.items()))
 
 
@@ -87,12 +90,17 @@ def main():
                 rows.append(run(genome, reads, folder, args.device, filt, e, name))
             sub = head(reads, folder / "sub.fq", args.cpu_reads) if str(reads).endswith(".fq") else reads
             rows.append(run(genome, sub, folder, "cpu", "none", e, name))
+        base = {(r["set"], r["device"]): r for r in rows if r["filter"] == "none"}
+        for r in rows:
+            b = base[(r["set"], r["device"])]
+            if r is not b:
+                r["lost"] = f"{b['loci'] - r['loci']:,} / {b['mapped'] - r['mapped']:,}"
         lines = [f"| set | device | filter | reads | end-to-end reads/s | core reads/s | windows/read | pass rate | "
-                 f"verified | mapped | seconds per stage |", "|" + "---|" * 11]
+                 f"verified | mapped | loci / reads lost | seconds per stage |", "|" + "---|" * 12]
         for r in rows:
             lines.append(f"| {r['set']} | {r['device']} | {r['filter']} | {r['reads']:,} | {r['rate']:,.0f} | "
                          f"{r['core_rate']:,.0f} | {r['windows_per_read']:.2f} | {r['pass_rate']:.3f} | "
-                         f"{r['verified']:,} | {r['mapped']:,} | {r['stages']} |")
+                         f"{r['verified']:,} | {r['mapped']:,} | {r['lost']} | {r['stages']} |")
         table = "\n".join(lines)
         print(table)
         if args.out:
