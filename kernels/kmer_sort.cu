@@ -1,32 +1,14 @@
-/* kmer_sort.cu: sort + run-length encoding of k-mer keys, the cuda backend of `gkmap kmers count`.
- * Design: SNCGPU (the project's background thesis): a full bin of 2-bit k-mers is sorted lexicographically
- * over its 64-bit channels, then run-length encoded by adjacent difference, prefix sum and scatter.
+/* kmer_sort.cu: prefix sums, radix sort and run-length encoding of k-mer keys, for `gkmap kmers count`
+ * (the cuda backend, mapper/kmers/gpu.py). Design: SNCGPU (the project's background thesis): k-mers as 2-bit
+ * bases in 64-bit channels are sorted lexicographically over their channels, then run-length encoded by
+ * adjacent difference, prefix sum and scatter.
  *
- * Keys: C channels of uint64, channel-major (channel c of key i at keys[c * n + i]); channel 0 is the most
- *       significant (mapper/kmers/encode.py). Indices are uint32: one call sorts fewer than 2^32 keys.
+ * Keys: C channels of uint64, channel-major (channel c of key i at keys[c * stride + i]); channel 0 is the
+ *       most significant (mapper/kmers/encode.py). Item indices are uint32: one sort takes fewer than
+ *       2^32 keys. Prefix sums come in uint32 (indices) and uint64 (byte positions) flavours.
  *
- * Sort (host loop in mapper/kmers/gpu.py): least-significant-digit radix sort of a permutation `perm`.
- *   For channel c = C-1 down to 0: gather channel c in the current order (gather_u64), then one stable pass
- *   per 4-bit digit of the channel's 2 x bases bits, least significant first. A pass is
- *     radix_count   per tile of TILE keys, the count of each of the 16 digits, stored digit-major
- *                   (counts[d * tiles + tile]) so that one exclusive scan of the array gives each
- *                   (digit, tile) its first output slot, in digit order then tile order: that is stability
- *                   across tiles;
- *     scan_tiles / scan_add   the exclusive prefix sum (uint32), per tile then the tile totals (recursively);
- *     radix_scatter a tile is loaded into shared memory; thread t owns the ITEMS consecutive keys
- *                   t*ITEMS .. t*ITEMS+ITEMS-1 and counts its digits; a per-digit exclusive scan over the
- *                   threads gives each thread's first slot, so keys keep their order within a digit
- *                   (stability within the tile). Keys and the permutation move together.
- *   Because every pass is stable, after channel 0 the permutation orders the keys by channel 0, then 1, ...
- *
- * RLE:  run_heads   flags[i] = 1 where key i differs from key i-1 on any channel (and at i = 0);
- *       scan of the flags = the run of each head;
- *       run_compact keys_out[c * runs + r] and starts[r] at each head;
- *       run_lengths counts[r] = starts[r+1] - starts[r] (the last run ends at n);
- *       run_weights counts[r] += weights[perm[i]] (atomics), when the keys carry counts already (merging).
- *
- * JIT constants (-D): BLOCK threads per block (every launch uses it), ITEMS keys per thread of a tile;
- * TILE = BLOCK * ITEMS. Every kernel checks its index against n.
+ * JIT constants (-D): BLOCK threads per block (a multiple of 32; every launch of this file uses it),
+ * ITEMS items per thread of a tile, TILE = BLOCK * ITEMS.
  */
 #include <stdint.h>
 
@@ -37,118 +19,47 @@
 #define ITEMS 8
 #endif
 #define TILE (BLOCK * ITEMS)
-#define RADIX_BITS 4
+#define WARPS (BLOCK / 32)
+#define RADIX_BITS 8
 #define RADIX (1 << RADIX_BITS)
+#define FULL_MASK 0xffffffffu
 
 #define DIGIT(key, shift) ((uint32_t)((key) >> (shift)) & (RADIX - 1))
 
-extern "C" __global__ void iota_u32(uint32_t *out, uint32_t n)
+/* ---------------------------------------------------------------------------------------------------------
+ * Exclusive prefix sum, in place, of n items (the host recurses on the tile totals):
+ *   scan_tiles  one block per tile of TILE items: the tile is loaded into shared memory (coalesced), each
+ *               thread sums its ITEMS consecutive items, a Hillis-Steele scan over the BLOCK thread sums
+ *               gives each thread its start, and the thread writes its items' exclusive sums; the tile's
+ *               total goes to tile_sums[tile];
+ *   scan_add    adds the (scanned) total of the tiles before to every item of a tile.
+ */
+template <typename T>
+__device__ void scan_tile(T *data, uint32_t n, T *tile_sums)
 {
-    uint32_t i = blockIdx.x * BLOCK + threadIdx.x;
-    if (i < n)
-        out[i] = i;
-}
-
-/* out[i] = in[perm[i]] */
-extern "C" __global__ void gather_u64(const uint64_t *in, const uint32_t *perm, uint64_t *out, uint32_t n)
-{
-    uint32_t i = blockIdx.x * BLOCK + threadIdx.x;
-    if (i < n)
-        out[i] = in[perm[i]];
-}
-
-/* counts[d * gridDim.x + tile]: how many keys of the tile have digit d at `shift` */
-extern "C" __global__ void radix_count(const uint64_t *keys, uint32_t n, uint32_t shift, uint32_t *counts)
-{
-    __shared__ uint32_t histogram[RADIX];
-    if (threadIdx.x < RADIX)
-        histogram[threadIdx.x] = 0;
-    __syncthreads();
-    size_t base = (size_t)blockIdx.x * TILE;
-    for (int j = 0; j < ITEMS; ++j) {
-        size_t i = base + (size_t)j * BLOCK + threadIdx.x;
-        if (i < n)
-            atomicAdd(&histogram[DIGIT(keys[i], shift)], 1u);
-    }
-    __syncthreads();
-    if (threadIdx.x < RADIX)
-        counts[threadIdx.x * gridDim.x + blockIdx.x] = histogram[threadIdx.x];
-}
-
-/* The stable scatter of one pass; offsets = exclusive scan of radix_count's counts. */
-extern "C" __global__ void radix_scatter(const uint64_t *keys_in, const uint32_t *perm_in, uint64_t *keys_out,
-                                         uint32_t *perm_out, uint32_t n, uint32_t shift, const uint32_t *offsets)
-{
-    __shared__ uint64_t keys[TILE];
-    __shared__ uint32_t perm[TILE];
-    __shared__ uint32_t slots[RADIX][BLOCK];
-    size_t base = (size_t)blockIdx.x * TILE;
-    for (int j = 0; j < ITEMS; ++j) {  /* coalesced load of the tile */
-        uint32_t t = j * BLOCK + threadIdx.x;
-        if (base + t < n) {
-            keys[t] = keys_in[base + t];
-            perm[t] = perm_in[base + t];
-        }
-    }
-    __syncthreads();
-    uint32_t count[RADIX];
-    for (int d = 0; d < RADIX; ++d)
-        count[d] = 0;
-    for (int j = 0; j < ITEMS; ++j) {
-        uint32_t t = threadIdx.x * ITEMS + j;
-        if (base + t < n)
-            ++count[DIGIT(keys[t], shift)];
-    }
-    for (int d = 0; d < RADIX; ++d)
-        slots[d][threadIdx.x] = count[d];
-    __syncthreads();
-    if (threadIdx.x < RADIX) {  /* exclusive scan over the threads, one digit per thread */
-        uint32_t sum = offsets[threadIdx.x * gridDim.x + blockIdx.x];
-        for (int t = 0; t < BLOCK; ++t) {
-            uint32_t c = slots[threadIdx.x][t];
-            slots[threadIdx.x][t] = sum;
-            sum += c;
-        }
-    }
-    __syncthreads();
-    for (int d = 0; d < RADIX; ++d)
-        count[d] = slots[d][threadIdx.x];  /* now: this thread's next output slot per digit */
-    for (int j = 0; j < ITEMS; ++j) {
-        uint32_t t = threadIdx.x * ITEMS + j;
-        if (base + t < n) {
-            uint32_t slot = count[DIGIT(keys[t], shift)]++;
-            keys_out[slot] = keys[t];
-            perm_out[slot] = perm[t];
-        }
-    }
-}
-
-/* Exclusive prefix sum of each tile of data, in place; tile_sums[tile] = the tile's total. */
-extern "C" __global__ void scan_tiles(uint32_t *data, uint32_t n, uint32_t *tile_sums)
-{
-    __shared__ uint32_t tile[TILE];
-    __shared__ uint32_t sums[BLOCK];
+    __shared__ T tile[TILE];
+    __shared__ T sums[BLOCK];
     size_t base = (size_t)blockIdx.x * TILE;
     for (int j = 0; j < ITEMS; ++j) {
         uint32_t t = j * BLOCK + threadIdx.x;
         tile[t] = base + t < n ? data[base + t] : 0;
     }
     __syncthreads();
-    uint32_t own = 0;
+    T own = 0;
     for (int j = 0; j < ITEMS; ++j)
         own += tile[threadIdx.x * ITEMS + j];
     sums[threadIdx.x] = own;
     __syncthreads();
-    for (int offset = 1; offset < BLOCK; offset <<= 1) {  /* inclusive scan of the thread sums */
-        uint32_t add = threadIdx.x >= offset ? sums[threadIdx.x - offset] : 0;
+    for (int offset = 1; offset < BLOCK; offset <<= 1) {
+        T add = threadIdx.x >= offset ? sums[threadIdx.x - offset] : 0;
         __syncthreads();
         sums[threadIdx.x] += add;
         __syncthreads();
     }
-    uint32_t running = sums[threadIdx.x] - own;
+    T running = sums[threadIdx.x] - own;
     for (int j = 0; j < ITEMS; ++j) {
         uint32_t t = threadIdx.x * ITEMS + j;
-        uint32_t value = tile[t];
+        T value = tile[t];
         tile[t] = running;
         running += value;
     }
@@ -162,8 +73,8 @@ extern "C" __global__ void scan_tiles(uint32_t *data, uint32_t n, uint32_t *tile
         tile_sums[blockIdx.x] = sums[BLOCK - 1];
 }
 
-/* data[i] += tile_offsets[tile of i]: the second half of a multi-tile scan. */
-extern "C" __global__ void scan_add(uint32_t *data, uint32_t n, const uint32_t *tile_offsets)
+template <typename T>
+__device__ void scan_add(T *data, uint32_t n, const T *tile_offsets)
 {
     size_t base = (size_t)blockIdx.x * TILE;
     for (int j = 0; j < ITEMS; ++j) {
@@ -173,21 +84,248 @@ extern "C" __global__ void scan_add(uint32_t *data, uint32_t n, const uint32_t *
     }
 }
 
-/* flags[i] = 1 when sorted key i starts a run (differs from key i-1 on some channel, or i = 0) */
-extern "C" __global__ void run_heads(const uint64_t *sorted, uint32_t channels, uint32_t n, uint32_t *flags)
+extern "C" __global__ void scan_tiles_u32(uint32_t *data, uint32_t n, uint32_t *tile_sums)
+{
+    scan_tile<uint32_t>(data, n, tile_sums);
+}
+
+extern "C" __global__ void scan_tiles_u64(uint64_t *data, uint32_t n, uint64_t *tile_sums)
+{
+    scan_tile<uint64_t>(data, n, tile_sums);
+}
+
+extern "C" __global__ void scan_add_u32(uint32_t *data, uint32_t n, const uint32_t *tile_offsets)
+{
+    scan_add<uint32_t>(data, n, tile_offsets);
+}
+
+extern "C" __global__ void scan_add_u64(uint64_t *data, uint32_t n, const uint64_t *tile_offsets)
+{
+    scan_add<uint64_t>(data, n, tile_offsets);
+}
+
+/* ---------------------------------------------------------------------------------------------------------
+ * LSD radix sort, 8-bit digits (host loop in gpu.py: one pass per digit of the key's significant bits,
+ * least significant first; for several channels, a permutation is sorted channel C-1 first, each channel
+ * gathered in the current order). A pass over n keys at bit `shift`:
+ *
+ *   radix_histogram  per tile of TILE keys, the count of each of the 256 digits, stored digit-major
+ *                    (counts[d * tiles + tile]) so that one exclusive scan of the array gives each
+ *                    (digit, tile) its first output slot, in digit order then tile order: stability across
+ *                    tiles. Counting is per warp, without atomics: the lanes that hold the same digit find
+ *                    each other with 8 ballots (one per digit bit), and the lowest of them adds their number.
+ *   radix_scatter    warp w of the block owns the tile's keys w*ITEMS*32 .. (w+1)*ITEMS*32 - 1, taken 32 at a
+ *                    time (round j, lane l: key w*ITEMS*32 + 32 j + l, a coalesced load), so in the tile's
+ *                    order. Each key's rank among the equal digits of its warp = the warp's running count of
+ *                    that digit + the equal-digit lanes below it in the round (the same ballots). Then per
+ *                    digit: the warps' counts are scanned (rank within the tile) and the digit totals are
+ *                    scanned (the digit's first slot in the tile). The keys are placed in shared memory in
+ *                    sorted tile order and written out in that order: key at tile slot p with digit d goes
+ *                    to global slot offsets[d * tiles + tile] + p - first slot of d in the tile; consecutive
+ *                    threads write consecutive addresses within a digit. Stable: the tile order is the input
+ *                    order, ranks follow it. Optional uint32 values (the permutation) move with the keys.
+ * ------------------------------------------------------------------------------------------------------- */
+
+/* The lanes of the warp (among `active`) whose digit equals this lane's. */
+__device__ __forceinline__ uint32_t same_digit_lanes(uint32_t digit, uint32_t active)
+{
+    uint32_t peers = active;
+#pragma unroll
+    for (int b = 0; b < RADIX_BITS; ++b) {
+        uint32_t bit = (digit >> b) & 1u;
+        uint32_t vote = __ballot_sync(FULL_MASK, bit);
+        peers &= bit ? vote : ~vote;
+    }
+    return peers;
+}
+
+extern "C" __global__ void radix_histogram(const uint64_t *keys, uint32_t n, uint32_t shift, uint32_t *counts)
+{
+    __shared__ uint32_t hist[WARPS][RADIX];
+    for (int d = threadIdx.x; d < WARPS * RADIX; d += BLOCK)
+        (&hist[0][0])[d] = 0;
+    __syncthreads();
+    uint32_t warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    size_t base = (size_t)blockIdx.x * TILE + (size_t)warp * ITEMS * 32;
+    for (int j = 0; j < ITEMS; ++j) {
+        size_t i = base + (size_t)j * 32 + lane;
+        bool valid = i < n;
+        uint32_t digit = valid ? DIGIT(keys[i], shift) : 0;
+        uint32_t peers = same_digit_lanes(digit, __ballot_sync(FULL_MASK, valid));
+        if (valid && lane == __ffs(peers) - 1)
+            hist[warp][digit] += __popc(peers);
+        __syncwarp();
+    }
+    __syncthreads();
+    for (int d = threadIdx.x; d < RADIX; d += BLOCK) {
+        uint32_t total = 0;
+        for (int w = 0; w < WARPS; ++w)
+            total += hist[w][d];
+        counts[(size_t)d * gridDim.x + blockIdx.x] = total;
+    }
+}
+
+template <bool VALUES>
+__device__ void radix_scatter(const uint64_t *keys_in, const uint32_t *values_in, uint64_t *keys_out,
+                              uint32_t *values_out, uint32_t n, uint32_t shift, const uint32_t *offsets)
+{
+    __shared__ uint64_t tile_keys[TILE];
+    __shared__ uint32_t tile_values[VALUES ? TILE : 1];
+    __shared__ uint32_t warp_count[WARPS][RADIX];  /* per warp and digit: count, then first rank in the tile */
+    __shared__ uint32_t digit_first[RADIX];        /* the digit's first slot in the tile */
+    __shared__ uint32_t digit_out[RADIX];          /* the digit's first slot in the output, for this tile */
+    for (int d = threadIdx.x; d < WARPS * RADIX; d += BLOCK)
+        (&warp_count[0][0])[d] = 0;
+    __syncthreads();
+
+    uint32_t warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    size_t tile_base = (size_t)blockIdx.x * TILE;
+    size_t base = tile_base + (size_t)warp * ITEMS * 32;
+    uint64_t key[ITEMS];
+    uint32_t value[ITEMS], rank[ITEMS];
+    for (int j = 0; j < ITEMS; ++j) {
+        size_t i = base + (size_t)j * 32 + lane;
+        bool valid = i < n;
+        key[j] = valid ? keys_in[i] : 0;
+        if (VALUES)
+            value[j] = valid ? values_in[i] : 0;
+        uint32_t digit = DIGIT(key[j], shift);
+        uint32_t peers = same_digit_lanes(digit, __ballot_sync(FULL_MASK, valid));
+        uint32_t before = warp_count[warp][digit];
+        rank[j] = before + __popc(peers & ((1u << lane) - 1u));
+        __syncwarp();
+        if (valid && lane == __ffs(peers) - 1)
+            warp_count[warp][digit] = before + __popc(peers);
+        __syncwarp();
+    }
+    __syncthreads();
+    for (int d = threadIdx.x; d < RADIX; d += BLOCK) {
+        uint32_t sum = 0;
+        for (int w = 0; w < WARPS; ++w) {
+            uint32_t c = warp_count[w][d];
+            warp_count[w][d] = sum;
+            sum += c;
+        }
+        digit_first[d] = sum;  /* the digit's total in the tile, scanned below */
+        digit_out[d] = offsets[(size_t)d * gridDim.x + blockIdx.x];
+    }
+    __syncthreads();
+    if (warp == 0) {  /* exclusive scan of the RADIX digit totals: each lane scans RADIX / 32 of them */
+        const int per_lane = RADIX / 32;
+        uint32_t own[per_lane], total = 0;
+        for (int q = 0; q < per_lane; ++q) {
+            own[q] = digit_first[lane * per_lane + q];
+            total += own[q];
+        }
+        uint32_t inclusive = total;
+        for (int offset = 1; offset < 32; offset <<= 1) {
+            uint32_t up = __shfl_up_sync(FULL_MASK, inclusive, offset);
+            if (lane >= offset)
+                inclusive += up;
+        }
+        uint32_t running = inclusive - total;
+        for (int q = 0; q < per_lane; ++q) {
+            digit_first[lane * per_lane + q] = running;
+            running += own[q];
+        }
+    }
+    __syncthreads();
+    for (int j = 0; j < ITEMS; ++j) {
+        if (base + (size_t)j * 32 + lane < n) {
+            uint32_t digit = DIGIT(key[j], shift);
+            uint32_t slot = digit_first[digit] + warp_count[warp][digit] + rank[j];
+            tile_keys[slot] = key[j];
+            if (VALUES)
+                tile_values[slot] = value[j];
+        }
+    }
+    __syncthreads();
+    uint32_t in_tile = n - tile_base < TILE ? (uint32_t)(n - tile_base) : TILE;
+    for (uint32_t p = threadIdx.x; p < in_tile; p += BLOCK) {
+        uint64_t k = tile_keys[p];
+        uint32_t digit = DIGIT(k, shift);
+        uint32_t slot = digit_out[digit] + p - digit_first[digit];
+        keys_out[slot] = k;
+        if (VALUES)
+            values_out[slot] = tile_values[p];
+    }
+}
+
+extern "C" __global__ void radix_scatter_keys(const uint64_t *keys_in, uint64_t *keys_out, uint32_t n,
+                                              uint32_t shift, const uint32_t *offsets)
+{
+    radix_scatter<false>(keys_in, 0, keys_out, 0, n, shift, offsets);
+}
+
+extern "C" __global__ void radix_scatter_pairs(const uint64_t *keys_in, const uint32_t *values_in,
+                                               uint64_t *keys_out, uint32_t *values_out, uint32_t n,
+                                               uint32_t shift, const uint32_t *offsets)
+{
+    radix_scatter<true>(keys_in, values_in, keys_out, values_out, n, shift, offsets);
+}
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Element-wise helpers, one thread per item.
+ * ------------------------------------------------------------------------------------------------------- */
+
+extern "C" __global__ void iota_u32(uint32_t *out, uint32_t n)
+{
+    uint32_t i = blockIdx.x * BLOCK + threadIdx.x;
+    if (i < n)
+        out[i] = i;
+}
+
+extern "C" __global__ void fill_u64(uint64_t *out, uint64_t value, uint32_t n)
+{
+    uint32_t i = blockIdx.x * BLOCK + threadIdx.x;
+    if (i < n)
+        out[i] = value;
+}
+
+/* out[i] = in[perm[i]] */
+extern "C" __global__ void gather_u64(const uint64_t *in, const uint32_t *perm, uint64_t *out, uint32_t n)
+{
+    uint32_t i = blockIdx.x * BLOCK + threadIdx.x;
+    if (i < n)
+        out[i] = in[perm[i]];
+}
+
+/* *total += the sum of values[0 .. n): a warp sum by shuffles, then one atomic per warp. */
+extern "C" __global__ void sum_u64(const uint64_t *values, uint32_t n, unsigned long long *total)
+{
+    uint32_t i = blockIdx.x * BLOCK + threadIdx.x;
+    unsigned long long v = i < n ? values[i] : 0;
+    for (int offset = 16; offset > 0; offset >>= 1)
+        v += __shfl_down_sync(FULL_MASK, v, offset);
+    if (threadIdx.x % 32 == 0 && v)
+        atomicAdd(total, v);
+}
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Run-length encoding of sorted keys (stride: distance between channels):
+ *   run_heads    flags[i] = 1 where key i differs from key i-1 on any channel (and at i = 0);
+ *   (host)       run_of = exclusive scan of the flags: the run of each head;
+ *   run_compact  keys_out[c * runs + r] and starts[r] at each head i of run r = run_of[i];
+ *   run_lengths  counts[r] = starts[r+1] - starts[r] (the last run ends at n);
+ *   run_weights  counts[run of i] += weights[perm[i]] (atomics; counts zeroed before), when the keys carry
+ *                counts already (merging runs); the run of i is run_of[i] + flags[i] - 1.
+ * ------------------------------------------------------------------------------------------------------- */
+
+extern "C" __global__ void run_heads(const uint64_t *sorted, uint32_t stride, uint32_t channels, uint32_t n,
+                                     uint32_t *flags)
 {
     uint32_t i = blockIdx.x * BLOCK + threadIdx.x;
     if (i >= n)
         return;
     uint32_t head = i == 0;
     for (uint32_t c = 0; c < channels && !head; ++c)
-        head = sorted[(size_t)c * n + i] != sorted[(size_t)c * n + i - 1];
+        head = sorted[(size_t)c * stride + i] != sorted[(size_t)c * stride + i - 1];
     flags[i] = head;
 }
 
-/* At each head i with run r = run_of[i]: starts[r] = i and the key, channel-major over `runs` columns. */
-extern "C" __global__ void run_compact(const uint64_t *sorted, uint32_t channels, uint32_t n, const uint32_t *flags,
-                                       const uint32_t *run_of, uint32_t runs, uint64_t *keys_out, uint32_t *starts)
+extern "C" __global__ void run_compact(const uint64_t *sorted, uint32_t stride, uint32_t channels, uint32_t n,
+                                       const uint32_t *flags, const uint32_t *run_of, uint32_t runs,
+                                       uint64_t *keys_out, uint32_t *starts)
 {
     uint32_t i = blockIdx.x * BLOCK + threadIdx.x;
     if (i >= n || !flags[i])
@@ -195,10 +333,9 @@ extern "C" __global__ void run_compact(const uint64_t *sorted, uint32_t channels
     uint32_t r = run_of[i];
     starts[r] = i;
     for (uint32_t c = 0; c < channels; ++c)
-        keys_out[(size_t)c * runs + r] = sorted[(size_t)c * n + i];
+        keys_out[(size_t)c * runs + r] = sorted[(size_t)c * stride + i];
 }
 
-/* counts[r] = length of run r */
 extern "C" __global__ void run_lengths(const uint32_t *starts, uint32_t runs, uint32_t n, uint64_t *counts)
 {
     uint32_t r = blockIdx.x * BLOCK + threadIdx.x;
@@ -206,12 +343,10 @@ extern "C" __global__ void run_lengths(const uint32_t *starts, uint32_t runs, ui
         counts[r] = (r + 1 < runs ? starts[r + 1] : n) - starts[r];
 }
 
-/* counts[run of i] += weights[perm[i]]; counts zeroed before. run of i = run_of[i] + flags[i] - 1. */
 extern "C" __global__ void run_weights(const uint64_t *weights, const uint32_t *perm, const uint32_t *flags,
-                                       const uint32_t *run_of, uint32_t n, uint64_t *counts)
+                                       const uint32_t *run_of, uint32_t n, unsigned long long *counts)
 {
     uint32_t i = blockIdx.x * BLOCK + threadIdx.x;
     if (i < n)
-        atomicAdd((unsigned long long *)&counts[run_of[i] + flags[i] - 1],
-                  (unsigned long long)weights[perm[i]]);
+        atomicAdd(&counts[run_of[i] + flags[i] - 1], (unsigned long long)weights[perm[i]]);
 }

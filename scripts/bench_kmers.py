@@ -1,13 +1,18 @@
 #!/usr/bin/env python3
-"""Benchmark `gkmap kmers count` (cpu, and cuda where a GPU is present) against jellyfish (and KMC when it
-is installed), side by side on the same machine and the same uncompressed input, in one run.
+"""Benchmark `gkmap kmers count` (cpu, and cuda where a GPU is present) against jellyfish and KMC (where they
+are installed), side by side on the same machine and the same uncompressed input, in one run.
 
 Every tool runs as a child process, so its peak RSS (os.wait4) and wall time are its own; gkmap's time
-includes Python start-up and, for cuda, kernel compilation (gkmap reports the compilation time
-separately on stderr, which this script picks up). k-mers/s is the number of k-mers in the input (the
-sum of the counts in gkmap's table) over the wall time.
+includes Python start-up. The cuda kernels are compiled once, by a warm-up count of a small file before the
+table (PyCUDA caches the binaries on disk); that compilation time is reported on its own line, and each run
+notes the (cached) load time and gkmap's phases (reading, sorting, encoding, writing) from its log line.
+k-mers/s is the number of k-mers in the input (the sum of the counts in gkmap's table) over the wall time.
 
-    python scripts/bench_kmers.py [--inputs chr20 honeybee] [-k 28 31 40 65] [--threads 2] [--canonical]
+With --kernels (GPU only) the device work is also timed alone, with CUDA events, on each input's real
+k-mers: the sort + run-length encoding of the whole buffer (G k-mers/s) and the table encoding.
+
+    python scripts/bench_kmers.py [--inputs chr20 honeybee] [-k 28 31 40 65] [--threads N] [--canonical]
+                                  [--kernels]
 """
 import argparse
 import os
@@ -63,6 +68,33 @@ def commands(tool, path, k, canonical, threads, workdir):
             "-fq" if path.suffix in (".fq", ".fastq") else "-fm", str(path), str(out), str(workdir)]
 
 
+def warm_up_cuda(workdir):
+    """Compile the cuda kernels into PyCUDA's cache with a tiny count; returns the compilation seconds."""
+    tiny = Path(workdir) / "warm_up.fa"
+    tiny.write_text(">warm up\nACGTACGTTGCA\n")
+    _, _, stderr = timed([sys.executable, "-m", "mapper", "kmers", "count", "-k", "5", "--device", "cuda",
+                          "-o", str(Path(workdir) / "warm_up.kmers"), str(tiny)])
+    return float(re.search(r"kernels compiled in ([0-9.]+) s", stderr).group(1))
+
+
+def kernel_rates(path, k, canonical):
+    """(k-mers, sort+RLE seconds, encode seconds) of the device work alone on the k-mers of `path`."""
+    from mapper.backends import cuda
+    from mapper.kmers.encode import KmerLayout
+    from mapper.kmers.gpu import CudaBackend, CudaKernels
+    from mapper.kmers.reading import blocks
+    kernels = CudaKernels()
+    backend = CudaBackend(KmerLayout(k), canonical, path.stat().st_size, kernels)
+    for block in blocks([path], 1 << 25):
+        backend.add(block)
+    kmers = backend.buffered
+    with cuda.Timer() as sorting:
+        run = backend.reduce()
+    with cuda.Timer() as encoding:
+        backend.encode(run)
+    return kmers, sorting.seconds, encoding.seconds
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--inputs", nargs="+", choices=list(INPUTS), default=["chr20", "honeybee"])
@@ -70,12 +102,16 @@ def main():
     parser.add_argument("--threads", type=int, default=os.cpu_count(), help="for jellyfish and KMC")
     parser.add_argument("--canonical", action="store_true", help="count canonical k-mers (KMC always does)")
     parser.add_argument("--workdir", help="for the uncompressed inputs [a temporary folder]")
+    parser.add_argument("--kernels", action="store_true", help="also time the device work alone (GPU only)")
     args = parser.parse_args()
-    tools = ["gkmap-cpu"] + (["gkmap-cuda"] if cuda_available() else []) + ["jellyfish"]
+    tools = ["gkmap-cpu"] + (["gkmap-cuda"] if cuda_available() else [])
+    tools += ["jellyfish"] if shutil.which("jellyfish") else []
     tools += ["kmc"] if shutil.which("kmc") and args.canonical else []
     workdir = args.workdir or tempfile.mkdtemp(prefix="bench_kmers-")
     print(f"{os.cpu_count()} CPUs; jellyfish/KMC threads: {args.threads}; tools: {', '.join(tools)}; "
           f"{'canonical' if args.canonical else 'forward'} k-mers\n")
+    if "gkmap-cuda" in tools:
+        print(f"cuda kernels compiled (once, into PyCUDA's cache) in {warm_up_cuda(workdir):.2f} s\n")
     print("| input | k | tool | seconds | M k-mers/s | peak RSS MB | note |")
     print("|---|---|---|---|---|---|---|")
     try:
@@ -90,9 +126,18 @@ def main():
                         with KmerTable(Path(workdir) / f"{tool}.out") as table:
                             kmers = table.total
                         compiled = re.search(r"kernels compiled in ([0-9.]+) s", stderr)
-                        note = f"kernel compilation {compiled.group(1)} s" if compiled else ""
+                        phases = re.search(r"s \((reading .*)\)", stderr)
+                        note = "; ".join(([f"kernels loaded in {compiled.group(1)} s"] if compiled else [])
+                                         + ([phases.group(1)] if phases else []))
                     print(f"| {name} | {k} | {tool} | {seconds:.2f} | {kmers / seconds / 1e6:.1f} | {rss:.0f} | "
                           f"{note} |", flush=True)
+        if args.kernels and "gkmap-cuda" in tools:
+            print("\n| input | k | k-mers | sort+RLE ms | G k-mers/s | encode ms |\n|---|---|---|---|---|---|")
+            for name in args.inputs:
+                for k in args.k:
+                    kmers, sorting, encoding = kernel_rates(uncompressed(INPUTS[name], workdir), k, args.canonical)
+                    print(f"| {name} | {k} | {kmers:,} | {1e3 * sorting:.1f} | {kmers / sorting / 1e9:.2f} | "
+                          f"{1e3 * encoding:.1f} |", flush=True)
     finally:
         if not args.workdir:
             shutil.rmtree(workdir, ignore_errors=True)

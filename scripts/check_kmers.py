@@ -9,12 +9,17 @@ For each case both tools count the same uncompressed FASTA, then the script comp
     computed over jellyfish's dump (parsed in blocks with numpy) and over gkmap's table (read back bin by
     bin). No text sort is needed, so chr20 at k = 127 stays affordable.
 
-    python scripts/check_kmers.py [--genomes ecoli chr20] [-k 15 31 65 127] [--device cpu] [--workdir DIR]
+With `--against cpu` (on the GPU machine, which has no jellyfish) the reference is gkmap's cpu backend
+(itself checked against jellyfish): the same digest and histogram, and the SHA-256 of both table files.
 
-Exit status 0 when every case agrees. Needs jellyfish on PATH.
+    python scripts/check_kmers.py [--genomes ecoli chr20] [-k 15 31 65 127] [--device cpu]
+                                  [--against jellyfish|cpu] [--workdir DIR]
+
+Exit status 0 when every case agrees. Needs jellyfish on PATH unless --against cpu.
 """
 import argparse
 import gzip
+import hashlib
 import os
 import shutil
 import subprocess
@@ -26,12 +31,12 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED_DATA = Path(os.environ.get("GKMAPSHARED_DATA") or ROOT.parent / "shared" / "data")  # as tests/conftest.py
+SHARED_DATA = Path(os.environ.get("GKMAP_SHARED_DATA") or ROOT.parent / "shared" / "data")  # as tests/conftest.py
 sys.path.insert(0, str(ROOT))
 
 from mapper.alphabet import ENCODE  # noqa: E402
 from mapper.kmers import KmerTable, count_kmers  # noqa: E402
-from mapper.kmers.backend import select  # noqa: E402
+from mapper.kmers.backend import CpuBackend, select  # noqa: E402
 from mapper.kmers.encode import KmerLayout, keys_from_codes  # noqa: E402
 from mapper.kmers.text import histogram_lines  # noqa: E402
 
@@ -121,21 +126,43 @@ def table_digest(table):
     return distinct, total, digest
 
 
-def check(name, fasta, k, canonical, sort_count, workdir):
-    table_path, db = Path(workdir) / "gk.kmers", Path(workdir) / "jf.jf"
-    stats = count_kmers([fasta], table_path, k, canonical, sort_count=sort_count, memory_bytes=8 << 30,
-                        tmp_parent=workdir)
-    jf_seconds = jellyfish_count(fasta, k, canonical, db)
-    with KmerTable(table_path) as table:
-        ours, our_histo = table_digest(table), histogram_lines(table)
-    theirs = jellyfish_digest(db, k)
-    their_histo = subprocess.run(["jellyfish", "histo", str(db)], capture_output=True, text=True, check=True).stdout
-    same = ours == theirs and our_histo == their_histo
-    print(f"| {name} | {k} | {'yes' if canonical else 'no'} | {theirs[0]:,} | {theirs[1]:,} | "
-          f"{stats.seconds:.1f} | {jf_seconds:.1f} | {'same' if same else 'DIFFERENT'} |", flush=True)
-    if not same:
-        print(f"    gkmap {ours} histo {len(our_histo)} bytes; jellyfish {theirs} histo {len(their_histo)} bytes")
+def table_summary(path):
+    """(digest triple, histogram text, SHA-256 of the file) of a gkmap table."""
+    with KmerTable(path) as table:
+        digest, histo = table_digest(table), histogram_lines(table)
+    with open(path, "rb") as f:
+        return digest, histo, hashlib.file_digest(f, "sha256").hexdigest()
+
+
+def reference(fasta, k, canonical, workdir, against):
+    """(digest, histogram, SHA-256 or None, seconds) of the reference count."""
+    if against == "cpu":
+        path = Path(workdir) / "cpu.kmers"
+        stats = count_kmers([fasta], path, k, canonical, make_backend=CpuBackend, memory_bytes=8 << 30,
+                            tmp_parent=workdir)
+        summary = table_summary(path)
+        path.unlink()
+        return (*summary, stats.seconds)
+    db = Path(workdir) / "jf.jf"
+    seconds = jellyfish_count(fasta, k, canonical, db)
+    digest = jellyfish_digest(db, k)
+    histo = subprocess.run(["jellyfish", "histo", str(db)], capture_output=True, text=True, check=True).stdout
     db.unlink()
+    return digest, histo, None, seconds
+
+
+def check(name, fasta, k, canonical, make_backend, workdir, against):
+    table_path = Path(workdir) / "gk.kmers"
+    stats = count_kmers([fasta], table_path, k, canonical, make_backend=make_backend, memory_bytes=8 << 30,
+                        tmp_parent=workdir)
+    ours, our_histo, our_sha = table_summary(table_path)
+    theirs, their_histo, their_sha, their_seconds = reference(fasta, k, canonical, workdir, against)
+    same = ours == theirs and our_histo == their_histo and their_sha in (None, our_sha)
+    sha = f" | {our_sha[:16]}" if their_sha else ""
+    print(f"| {name} | {k} | {'yes' if canonical else 'no'} | {theirs[0]:,} | {theirs[1]:,} | "
+          f"{stats.seconds:.1f} | {their_seconds:.1f} | {'same' if same else 'DIFFERENT'}{sha} |", flush=True)
+    if not same:
+        print(f"    gkmap {ours} {our_sha}; reference {theirs} {their_sha}; histo {our_histo == their_histo}")
     table_path.unlink()
     return same
 
@@ -146,15 +173,19 @@ def main():
     parser.add_argument("-k", nargs="+", type=int, default=[15, 31, 65, 127])
     parser.add_argument("--canonical", choices=["both", "yes", "no"], default="both")
     parser.add_argument("--device", choices=["cpu", "cuda", "auto"], default="cpu")
+    parser.add_argument("--against", choices=["jellyfish", "cpu"], default="jellyfish",
+                        help="the reference: jellyfish, or gkmap's cpu backend (where jellyfish is missing)")
     parser.add_argument("--workdir", help="for the uncompressed genomes and the tables [a temporary folder]")
     args = parser.parse_args()
-    if shutil.which("jellyfish") is None:
-        sys.exit("jellyfish is not on PATH")
-    sort_count, device = select(args.device)
+    if args.against == "jellyfish" and shutil.which("jellyfish") is None:
+        sys.exit("jellyfish is not on PATH (use --against cpu)")
+    make_backend, device = select(args.device)
     modes = {"both": [False, True], "yes": [True], "no": [False]}[args.canonical]
     workdir = args.workdir or tempfile.mkdtemp(prefix="check_kmers-")
-    print(f"gkmap device: {device}; jellyfish -t 2; seconds are wall time of the count alone\n")
-    print("| genome | k | canonical | distinct | total | gkmap s | jellyfish s | dump digest + histo |")
+    reference_name = "jellyfish -t 2" if args.against == "jellyfish" else "gkmap cpu"
+    print(f"gkmap device: {device}; reference: {reference_name}; seconds are wall time of the count alone\n")
+    extra = " table SHA-256" if args.against == "cpu" else ""
+    print(f"| genome | k | canonical | distinct | total | gkmap s | reference s | dump digest + histo{extra} |")
     print("|---|---|---|---|---|---|---|---|")
     ok = True
     try:
@@ -162,7 +193,7 @@ def main():
             fasta = uncompressed(DATASETS[name], workdir)
             for k in args.k:
                 for canonical in modes:
-                    ok &= check(name, fasta, k, canonical, sort_count, workdir)
+                    ok &= check(name, fasta, k, canonical, make_backend, workdir, args.against)
     finally:
         if not args.workdir:
             shutil.rmtree(workdir, ignore_errors=True)

@@ -1,17 +1,18 @@
-"""The cuda backend of `gkmap kmers` (kernels/kmer_sort.cu) against the cpu one, exactly.
+"""The cuda backend of `gkmap kmers` (kernels/kmer_*.cu) against the cpu one, exactly.
 
 Run on the GPU machine:  .venv/bin/python -m pytest tests/test_kmers_gpu.py -q -m gpu
-(skipped where there is no GPU or no pycuda; the cpu backend is itself checked against jellyfish).
+(skipped where there is no GPU or no pycuda; the cpu backend is itself checked against jellyfish, and
+tests/test_kmers_host_gpu.py runs the cuda backend's Python and element-wise kernels on the host).
 """
+import gzip
 
 import numpy as np
 import pytest
 
+from conftest import SHIGELLA
 from mapper.backends.base import cuda_available
 from mapper.cli import main
 from mapper.kmers.count import sort_count
-
-
 
 
 def gpu(test):
@@ -21,8 +22,8 @@ def gpu(test):
 
 @pytest.fixture(scope="module")
 def sorter():
-    from mapper.kmers.gpu import CudaSorter
-    return CudaSorter()
+    from mapper.kmers.gpu import CudaKernels
+    return CudaKernels()
 
 
 def random_keys(rng, channels, n, distinct):
@@ -48,6 +49,17 @@ def test_sort_count_equals_cpu(sorter, channels, n, weighted):
 
 
 @gpu
+@pytest.mark.parametrize("channels", [1, 2])
+def test_sort_count_of_wide_random_keys(sorter, channels):
+    """Every digit of 64-bit keys, 30 M keys (many tiles, three levels of scans), mostly distinct."""
+    rng = np.random.default_rng(channels)
+    keys = rng.integers(0, 2 ** 64 - 1, (channels, 30_000_000 // channels), dtype=np.uint64, endpoint=True)
+    keys[:, ::7] = keys[:, :1]
+    got, want = sorter.sort_count(keys), sort_count(keys)
+    assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
+
+
+@gpu
 def test_sort_count_short_keys_and_all_equal(sorter):
     """Channel values with few bits (few radix passes) and a buffer of one repeated key (no pass at all)."""
     rng = np.random.default_rng(1)
@@ -68,6 +80,31 @@ def test_cuda_table_is_byte_identical_to_cpu(shigella_fastq, tmp_path, k, canoni
         tables[device] = tmp_path / f"{device}.kmers"
         args = ["kmers", "count", "--quiet", "--device", device, "-k", str(k), "--memory", memory,
                 "-o", str(tables[device]), str(shigella_fastq)]
+        assert main(args + (["--canonical"] if canonical else [])) == 0
+    assert tables["cpu"].read_bytes() == tables["cuda"].read_bytes()
+
+
+@pytest.fixture(scope="module")
+def shigella_genome(tmp_path_factory):
+    """The Shigella genome, uncompressed, once with line ends as they are and once with CRLF ends and a
+    comment line (the blocks that the GPU hands back to the host's exact parser)."""
+    text = gzip.decompress(SHIGELLA.read_bytes())
+    folder = tmp_path_factory.mktemp("shigella_genome")
+    (folder / "plain.fa").write_bytes(text)
+    (folder / "crlf.fa").write_bytes(text.replace(b"\n", b"\r\n").replace(b"\r\n>", b"\r\n# note\r\n>", 1))
+    return folder / "plain.fa", folder / "crlf.fa"
+
+
+@gpu
+@pytest.mark.parametrize("k, canonical", [(15, False), (31, True), (32, False), (65, True), (127, False)])
+@pytest.mark.parametrize("memory", ["2", "0.02"], ids=["in-memory", "spilling"])
+def test_cuda_genome_table_is_byte_identical_to_cpu(shigella_genome, tmp_path, k, canonical, memory):
+    """FASTA text parsed on the device in blocks (several blocks and spilled runs with the small budget)."""
+    tables = {}
+    for device in ("cpu", "cuda"):
+        tables[device] = tmp_path / f"{device}.kmers"
+        args = ["kmers", "count", "--quiet", "--device", device, "-k", str(k), "--memory", memory,
+                "-o", str(tables[device]), *map(str, shigella_genome)]
         assert main(args + (["--canonical"] if canonical else [])) == 0
     assert tables["cpu"].read_bytes() == tables["cuda"].read_bytes()
 

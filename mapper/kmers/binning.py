@@ -16,17 +16,18 @@ def bin_bits(k):
     return min(MAX_BIN_BITS, 2 * min(k, BASES_PER_WORD))
 
 
-def _shift(k):
-    return np.uint64(2 * min(k, BASES_PER_WORD) - bin_bits(k))
+def shift_of(k):
+    """A key's bin is its channel 0 shifted right by this many bits."""
+    return 2 * min(k, BASES_PER_WORD) - bin_bits(k)
 
 
 def bin_of(keys, k):
     """int64 [n]: the bin of each key of keys uint64 [C, n]."""
-    return (keys[0] >> _shift(k)).astype(np.int64)
+    return (keys[0] >> np.uint64(shift_of(k))).astype(np.int64)
 
 
 def bin_bounds(sorted_keys, k):
     """int64 [bins + 1]: bin b of a sorted key array is sorted_keys[:, bounds[b]:bounds[b + 1]]."""
-    firsts = np.arange(2 ** bin_bits(k), dtype=np.uint64) << _shift(k)
+    firsts = np.arange(2 ** bin_bits(k), dtype=np.uint64) << np.uint64(shift_of(k))
     bounds = np.searchsorted(sorted_keys[0], firsts).astype(np.int64)
     return np.append(bounds, sorted_keys.shape[1])

@@ -35,22 +35,44 @@ class CodecError(ValueError):
     """A compressed stream that does not decode to what its header announces."""
 
 
+def vlq_sizes(values):
+    """int16 [n]: the VLQ length of each uint64 value (1..10 bytes), from its bit length: the float64 exponent,
+    one too high where rounding to 53 bits carried into the next power of two."""
+    exponent = (values.astype(np.float64).view(np.uint64) >> np.uint64(52)).astype(np.int16)
+    bits = np.maximum(exponent - 1022, 1)
+    bits -= values < (np.uint64(1) << (bits - 1).astype(np.uint64))
+    return np.maximum((bits + 6) // 7, 1)
+
+
+def _spread_groups(values):
+    """uint64 [n]: bits 0..55 of each value in 7-bit groups, group j in byte j (three halving steps)."""
+    x = values & np.uint64((1 << 56) - 1)
+    x = (x & np.uint64(0xFFFFFFF)) | ((x & np.uint64(0xFFFFFFF << 28)) << np.uint64(4))
+    x = (x & np.uint64(0x00003FFF00003FFF)) | ((x & np.uint64(0x0FFFC0000FFFC000)) << np.uint64(2))
+    return (x & np.uint64(0x007F007F007F007F)) | ((x & np.uint64(0x3F803F803F803F80)) << np.uint64(1))
+
+
+# continuation bits (0x80) of the first min(size - 1, 8) bytes, by VLQ size
+_CONTINUED = np.array([sum(0x80 << (8 * j) for j in range(min(size - 1, 8))) for size in range(11)],
+                      dtype=np.uint64)
+
+
 def vlq_encode(values):
-    """uint64 [n] -> uint8 [bytes]."""
+    """uint64 [n] -> uint8 [bytes]: each value as a row of its 7-bit groups with the continuation bits set
+    (little-endian uint64 words, plus two bytes for values of 57 bits or more), then the first `size`
+    bytes of each row (boolean indexing reads row-major, which is stream order)."""
     values = np.asarray(values, dtype=np.uint64)
-    nbytes = np.ones(len(values), dtype=np.int64)
-    for j in range(1, 10):
-        nbytes += values >= np.uint64(1 << (7 * j))
-    # one row of `width` bytes per value, all with the high bit set but the last of each value; then
-    # keep the first nbytes of each row (boolean indexing reads row-major, which is stream order)
-    width = int(nbytes.max(initial=0))
-    rows = np.empty((len(values), width), dtype=np.uint8)
-    rest = values.copy()
-    for j in range(width):
-        np.bitwise_or(rest.astype(np.uint8), np.uint8(0x80), out=rows[:, j])
-        rest >>= np.uint64(7)
-    rows[np.arange(len(values)), nbytes - 1] &= np.uint8(0x7F)
-    return rows[np.arange(width) < nbytes[:, None]]
+    sizes = vlq_sizes(values)
+    low = (_spread_groups(values) | _CONTINUED[sizes]).view(np.uint8).reshape(-1, 8)
+    if int(sizes.max(initial=1)) <= 8:
+        rows = low
+    else:
+        rows = np.empty((len(values), 10), dtype=np.uint8)
+        rows[:, :8] = low
+        high = values >> np.uint64(56)
+        rows[:, 8] = (high & np.uint64(0x7F)).astype(np.uint8) | np.where(sizes > 9, 0x80, 0).astype(np.uint8)
+        rows[:, 9] = (high >> np.uint64(7)).astype(np.uint8)
+    return rows[np.arange(rows.shape[1], dtype=np.int16) < sizes[:, None]]
 
 
 def vlq_decode(data, count):
@@ -127,10 +149,16 @@ def _prefix_equal(keys, channel):
 
 def encode_keys(keys):
     """Sorted distinct keys uint64 [C, n] -> VLQ bytes (see the module docstring)."""
-    deltas = keys.copy()
+    deltas = np.empty_like(keys)
+    deltas[:, :1] = keys[:, :1]
+    same = None  # keys i and i-1 (i >= 1) are equal on the channels before c
     for c in range(keys.shape[0]):
-        same = np.flatnonzero(_prefix_equal(keys, c))
-        deltas[c, same] -= keys[c, same - 1]
+        np.subtract(keys[c, 1:], keys[c, :-1], out=deltas[c, 1:])
+        if same is not None:
+            deltas[c, 1:] = np.where(same, deltas[c, 1:], keys[c, 1:])
+            same &= keys[c, 1:] == keys[c, :-1]
+        else:
+            same = deltas[c, 1:] == 0
     return vlq_encode(deltas.reshape(-1))
 
 

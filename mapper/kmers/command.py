@@ -78,12 +78,13 @@ def _count(args):
     tmp = args.tmp or out_dir
     if not os.path.isdir(tmp):
         raise UsageError(f"--tmp {args.tmp}: not a folder")
-    sort_count, device = backend.select(args.device)
-    stats = count_kmers(args.inputs, args.output, args.k, args.canonical, args.min_count, sort_count,
+    make_backend, device = backend.select(args.device)
+    stats = count_kmers(args.inputs, args.output, args.k, args.canonical, args.min_count, make_backend,
                         int(args.memory * 2 ** 30), tmp)
-    log.info("%s: %d k-mers, %d distinct written (k=%d%s, %s, %d runs spilled) in %.1f s",
+    phases = ", ".join(f"{name} {seconds:.2f} s" for name, seconds in stats.phases.items())
+    log.info("%s: %d k-mers, %d distinct written (k=%d%s, %s, %d runs spilled) in %.2f s (%s)",
              args.output, stats.occurrences, stats.distinct, args.k, ", canonical" if args.canonical else "",
-             device, stats.runs_spilled, stats.seconds)
+             device, stats.runs_spilled, stats.seconds, phases)
     return 0
 
 

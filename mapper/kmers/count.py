@@ -42,7 +42,7 @@ def _sort(keys, weights):
     if keys.shape[0] == 1 and weights is None:
         return np.sort(keys, axis=1), None
     order = _order(keys)
-    return keys[:, order], (None if weights is None else weights[order])
+    return np.take(keys, order, axis=1), (None if weights is None else weights[order])
 
 
 def run_starts(sorted_keys):
@@ -65,4 +65,4 @@ def sort_count(keys, weights=None):
         counts[-1:] = keys.shape[1] - starts[-1:]
     else:
         counts = np.add.reduceat(weights, starts) if len(starts) else np.empty(0, dtype=np.uint64)
-    return keys[:, starts], counts
+    return np.take(keys, starts, axis=1), counts

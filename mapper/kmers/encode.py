@@ -46,16 +46,22 @@ class KmerLayout:
         return self.last_bases if channel == self.channels - 1 else BASES_PER_WORD
 
 
-def _window_values(codes64, length):
-    """uint64 [N - length + 1]: codes[p:p+length] read as a base-4 number, for every p (length <= 32).
+def _word_type(bases):
+    """The narrowest unsigned type that holds `bases` 2-bit bases."""
+    return np.uint8 if bases <= 4 else np.uint16 if bases <= 8 else np.uint32 if bases <= 16 else np.uint64
+
+
+def _window_values(codes, length):
+    """uint64 [N - length + 1]: codes[p:p+length] (uint8, & 3) read as a base-4 number, for every p (length <= 32).
 
     Built by doubling, not by a loop over the length: a window of 2m bases is the window of m bases at p
     shifted left by 2m bits, OR the window of m bases at p + m. `length` is assembled from its binary
-    digits the same way, so the cost is O(N log length).
+    digits the same way, so the cost is O(N log length); each step works in the narrowest type that holds
+    its windows (bytes up to 4 bases), which makes the early steps cheap.
     """
-    n = len(codes64)
+    n = len(codes)
     result, result_len = None, 0
-    piece, piece_len = codes64, 1
+    piece, piece_len = codes & np.uint8(3), 1
     remaining = length
     while remaining:
         if remaining & 1:
@@ -63,24 +69,25 @@ def _window_values(codes64, length):
                 result, result_len = piece, piece_len
             else:
                 m = n - result_len - piece_len + 1
-                result = (result[:m] << np.uint64(2 * piece_len)) | piece[result_len:result_len + m]
+                wide = _word_type(result_len + piece_len)
+                result = (result[:m].astype(wide) << wide(2 * piece_len)) | piece[result_len:result_len + m]
                 result_len += piece_len
         remaining >>= 1
         if remaining:
             m = n - 2 * piece_len + 1
-            piece = (piece[:m] << np.uint64(2 * piece_len)) | piece[piece_len:piece_len + m]
+            wide = _word_type(2 * piece_len)
+            piece = (piece[:m].astype(wide) << wide(2 * piece_len)) | piece[piece_len:piece_len + m]
             piece_len *= 2
-    return result
+    return result.astype(np.uint64, copy=False)
 
 
 def _channels_at(codes, layout, starts):
     """uint64 [C, len(starts)]: the channels of the k-mers of `codes` starting at `starts`."""
-    codes64 = (codes & 3).astype(np.uint64)
     keys = np.empty((layout.channels, len(starts)), dtype=np.uint64)
-    last = _window_values(codes64, layout.last_bases)
+    last = _window_values(codes, layout.last_bases)
     full = last
     if layout.channels > 1 and layout.last_bases < BASES_PER_WORD:
-        full = _window_values(codes64, BASES_PER_WORD)
+        full = _window_values(codes, BASES_PER_WORD)
     for c in range(layout.channels):
         windows = last if c == layout.channels - 1 else full
         np.take(windows, starts + BASES_PER_WORD * c, out=keys[c])
@@ -109,7 +116,7 @@ def extract(codes, layout, canonical):
     n = len(codes)
     if n < k:
         return np.empty((layout.channels, 0), dtype=np.uint64)
-    n_before = np.zeros(n + 1, dtype=np.int64)
+    n_before = np.zeros(n + 1, dtype=np.int32 if n < 2 ** 31 else np.int64)
     np.cumsum(codes >= CODE_N, out=n_before[1:])
     starts = np.flatnonzero(n_before[k:] == n_before[:-k])
     keys = _channels_at(codes, layout, starts)

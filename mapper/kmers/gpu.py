@@ -1,16 +1,21 @@
-"""The cuda backend's sort + run-length encoding (kernels/kmer_sort.cu), launched through mapper.backends.cuda.
+"""The cuda backend of `gkmap kmers count`: parsing, k-mer building, sort + RLE and table encoding on the GPU.
 
-`CudaSorter().sort_count(keys, weights)` has the contract of count.sort_count (same output, bit for bit):
-In : keys uint64 [C, n] (n < 2^32), weights uint64 [n] or None
-Out: distinct keys uint64 [C, u] in lexicographic order, counts uint64 [u]
+The host reads the input and writes the table; everything per base or per k-mer runs in kernels/kmer_*.cu,
+launched through mapper.backends.cuda (pycuda is imported there, on first use):
 
-Steps (the kernel file's header explains each kernel): copy the channels to the device; LSD radix sort of a
-uint32 permutation, channel C-1 first, one stable 4-bit pass per digit up to the channel's highest set bit
-(measured on the host, so short k-mers and constant high bits cost no passes); gather the channels in
-sorted order; flag the run heads, scan the flags, compact the heads, and count (run lengths, or the sums
-of the weights). The prefix sum is the tile scan applied recursively to the tile totals.
+    FASTA text --(kmer_extract.cu: fasta_bytes, fasta_lines, keep_flags/scan/keep_compact)--> codes
+    codes      --(pack_words, kmer_flags/scan/kmer_keys)--> keys appended to the device buffer
+    buffer     --(kmer_sort.cu: LSD radix sort, run_heads/scan/run_compact, run_lengths)--> a run
+    run        --(kmer_codec.cu: bin_starts, s8b_words/scan/s8b_pack, vlq_sizes/scan/vlq_write)--> bytes
 
-pycuda is imported only through mapper.backends.cuda, on first use.
+`CudaBackend` has the contract of backend.CpuBackend (add / reduce / keep / encode / memory_run /
+sort_count), so counter.py does not know where it runs, and its tables are byte-identical to the cpu
+backend's. `CudaKernels.sort_count(keys, weights)` is count.sort_count on the GPU, for host arrays
+(the merge of spilled runs, and the tests).
+
+Keys on the device are channel-major with a stride (channel c of key i at keys[c * stride + i]). Item
+counts are uint32: one sort takes fewer than 2^32 keys. Host syncs: one small read per block (how many
+bytes and k-mers it kept) and per run (how many distinct k-mers, the bin totals).
 """
 import logging
 import time
@@ -18,14 +23,17 @@ import time
 import numpy as np
 
 from mapper.backends import cuda
+from mapper.kmers.backend import EncodedTable
+from mapper.kmers.binning import bin_bits, shift_of
+from mapper.kmers.fasta import CODE_ODD, CODE_SKIP, general_codes
+from mapper.kmers.merge import MemoryRun
 
 log = logging.getLogger("gkmap")
 
-SOURCE = "kmer_sort.cu"
-ITEMS = 8  # keys per thread in a tile
-RADIX_BITS, RADIX = 4, 16
-KERNELS = ("iota_u32", "gather_u64", "radix_count", "radix_scatter", "scan_tiles", "scan_add", "run_heads",
-           "run_compact", "run_lengths", "run_weights")
+ITEMS = 8  # items per thread of a tile (kmer_sort.cu)
+RADIX_BITS = 8
+S8B_BLOCK = 60
+SOURCES = ("kmer_sort.cu", "kmer_extract.cu", "kmer_codec.cu")
 
 
 def _u32(value):
@@ -34,87 +42,341 @@ def _u32(value):
 
 def _at(buffer, offset_bytes):
     """A device pointer `offset_bytes` into `buffer`, as a kernel argument."""
-    return np.uintp(int(buffer) + offset_bytes)
+    return np.uintp(int(buffer) + int(offset_bytes))
 
 
-class CudaSorter:
-    """Compiles the kernels once (timed: `kernels compiled in X s` on the log) and sorts buffers of k-mers."""
+class CudaKernels:
+    """The compiled kernels (timed: `kmer kernels compiled in X s` on the log) and the primitives built on
+    them: prefix sums, radix sort, run-length encoding."""
 
     def __init__(self):
         start = time.perf_counter()
-        self.kernel = {name: cuda.function(SOURCE, name, BLOCK=cuda.BLOCK, ITEMS=ITEMS) for name in KERNELS}
+        defines = dict(BLOCK=cuda.BLOCK, ITEMS=ITEMS, CODE_SKIP=CODE_SKIP, CODE_ODD=CODE_ODD)
+        self.fn = {}
+        for source in SOURCES:
+            text = (cuda.KERNEL_DIR / source).read_text()
+            for name in _kernel_names(text):
+                self.fn[name] = cuda.function(source, name, **defines)
+        self.drv = cuda.driver()
         self.tile = cuda.BLOCK * ITEMS
         self.compile_seconds = time.perf_counter() - start
-        log.info("kmer_sort kernels compiled in %.2f s", self.compile_seconds)
+        log.info("kmer kernels compiled in %.2f s", self.compile_seconds)
 
-    def _tiles(self, n):
-        return -(-n // self.tile)
+    # ---- launches -------------------------------------------------------------------------------------
 
-    def _per_tile(self, name, n, *args):
-        """One block per tile of n items."""
+    def per_item(self, name, n, *args):
+        cuda.launch(self.fn[name], n, *args)
+
+    def per_tile(self, name, n, *args):
         if n:
-            self.kernel[name](*args, block=(cuda.BLOCK, 1, 1), grid=(self._tiles(n), 1))
+            self.fn[name](*args, block=(cuda.BLOCK, 1, 1), grid=(-(-n // self.tile), 1))
 
-    def _per_item(self, name, n, *args):
-        cuda.launch(self.kernel[name], n, *args)
+    def read(self, pointer, count, dtype):
+        """count items of dtype at a device pointer, as a host array (a sync point)."""
+        out = np.empty(count, dtype=dtype)
+        if count:
+            self.drv.memcpy_dtoh(out, int(pointer))
+        return out
 
-    def _exclusive_scan(self, data, n):
-        """Exclusive prefix sum of a uint32 device buffer of n items, in place."""
-        tiles = self._tiles(n)
-        sums = cuda.empty(4 * tiles)
-        self._per_tile("scan_tiles", n, data, _u32(n), sums)
+    def scan(self, data, n, wide=False):
+        """Exclusive prefix sum, in place, of n uint32 (uint64 if wide) items at device pointer `data`."""
+        if not n:
+            return
+        suffix, size = ("u64", 8) if wide else ("u32", 4)
+        tiles = -(-n // self.tile)
+        sums = cuda.empty(size * tiles)
+        self.per_tile("scan_tiles_" + suffix, n, data, _u32(n), sums)
         if tiles > 1:
-            self._exclusive_scan(sums, tiles)
-            self._per_tile("scan_add", n, data, _u32(n), sums)
+            self.scan(sums, tiles, wide)
+            self.per_tile("scan_add_" + suffix, n, data, _u32(n), sums)
 
-    def _permutation(self, channels, bits, n):
-        """Device uint32 [n]: the order that sorts the keys (LSD radix over channels C-1 .. 0)."""
-        perm, perm_next = cuda.empty(4 * n), cuda.empty(4 * n)
-        digits, digits_next = cuda.empty(8 * n), cuda.empty(8 * n)
-        counts = cuda.empty(4 * RADIX * self._tiles(n))
-        self._per_item("iota_u32", n, perm, _u32(n))
-        for c in reversed(range(len(channels))):
-            self._per_item("gather_u64", n, channels[c], perm, digits, _u32(n))
-            for shift in range(0, bits[c], RADIX_BITS):
-                self._per_tile("radix_count", n, digits, _u32(n), _u32(shift), counts)
-                self._exclusive_scan(counts, RADIX * self._tiles(n))
-                self._per_tile("radix_scatter", n, digits, perm, digits_next, perm_next, _u32(n), _u32(shift),
-                               counts)
-                digits, digits_next = digits_next, digits
-                perm, perm_next = perm_next, perm
-        return perm
+    def compaction(self, flags, n):
+        """(out_at device uint32 [n] = exclusive scan of the 0/1 flags, number of ones)."""
+        out_at = cuda.empty(4 * n)
+        self.drv.memcpy_dtod(out_at, flags, 4 * n)
+        self.scan(out_at, n)
+        last_at, last_flag = self.read(_at(out_at, 4 * (n - 1)), 1, np.uint32), self.read(_at(flags, 4 * (n - 1)), 1, np.uint32)
+        return out_at, int(last_at[0]) + int(last_flag[0])
+
+    # ---- sort + RLE -----------------------------------------------------------------------------------
+
+    def _radix_passes(self, keys, keys_alt, n, bits, values=None, values_alt=None):
+        """Stable LSD passes over bits [0, bits) of n uint64 keys (and uint32 values riding along), 8 bits a
+        pass, ping-ponging between the buffers; returns (keys, keys_alt, values, values_alt), the result first."""
+        tiles = -(-n // self.tile)
+        counts = cuda.empty(4 * (1 << RADIX_BITS) * tiles)
+        for shift in range(0, bits, RADIX_BITS):
+            self.per_tile("radix_histogram", n, keys, _u32(n), _u32(shift), counts)
+            self.scan(counts, (1 << RADIX_BITS) * tiles)
+            if values is None:
+                self.per_tile("radix_scatter_keys", n, keys, keys_alt, _u32(n), _u32(shift), counts)
+            else:
+                self.per_tile("radix_scatter_pairs", n, keys, values, keys_alt, values_alt, _u32(n), _u32(shift),
+                              counts)
+                values, values_alt = values_alt, values
+            keys, keys_alt = keys_alt, keys
+        return keys, keys_alt, values, values_alt
+
+    def sort_rle(self, channels, stride, n, bits, weights=None):
+        """Sort + RLE of n keys on the device: channel c at channels + 8 c stride (the buffer is used as
+        scratch), significant bits bits[c], weights a device uint64 [n] or None.
+        Returns (distinct keys [C, runs] with stride runs, counts uint64 [runs], runs)."""
+        C = len(bits)
+        perm = None
+        if C == 1 and weights is None:  # the keys themselves, no permutation
+            sorted_keys = self._radix_passes(channels, cuda.empty(8 * n), n, bits[0])[0]
+            sorted_stride = 0  # one channel
+        else:  # a permutation, sorted by channel C-1 first (each channel gathered in the current order)
+            perm, perm_alt = cuda.empty(4 * n), cuda.empty(4 * n)
+            digits, digits_alt = cuda.empty(8 * n), cuda.empty(8 * n)
+            self.per_item("iota_u32", n, perm, _u32(n))
+            for c in reversed(range(C)):
+                self.per_item("gather_u64", n, _at(channels, 8 * c * stride), perm, digits, _u32(n))
+                digits, digits_alt, perm, perm_alt = self._radix_passes(digits, digits_alt, n, bits[c], perm, perm_alt)
+            del digits, digits_alt, perm_alt
+            sorted_keys, sorted_stride = cuda.empty(8 * C * n), n
+            for c in range(C):
+                self.per_item("gather_u64", n, _at(channels, 8 * c * stride), perm, _at(sorted_keys, 8 * c * n), _u32(n))
+        flags = cuda.empty(4 * n)
+        self.per_item("run_heads", n, sorted_keys, _u32(sorted_stride), _u32(C), _u32(n), flags)
+        run_of, runs = self.compaction(flags, n)
+        distinct, starts, counts = cuda.empty(8 * C * runs), cuda.empty(4 * runs), cuda.empty(8 * runs)
+        self.per_item("run_compact", n, sorted_keys, _u32(sorted_stride), _u32(C), _u32(n), flags, run_of, _u32(runs),
+                      distinct, starts)
+        if weights is None:
+            self.per_item("run_lengths", runs, starts, _u32(runs), _u32(n), counts)
+        else:
+            self.drv.memset_d8(counts, 0, 8 * runs)
+            self.per_item("run_weights", n, weights, perm, flags, run_of, _u32(n), counts)
+        return distinct, counts, runs
 
     def sort_count(self, keys, weights=None):
-        """(distinct keys uint64 [C, u] sorted, counts uint64 [u]), as count.sort_count."""
+        """count.sort_count on the GPU: (distinct keys uint64 [C, u] sorted, counts uint64 [u]) of host arrays."""
         C, n = keys.shape
         if n == 0:
             return keys.copy(), np.empty(0, dtype=np.uint64)
-        if n >= 2 ** 32:
-            raise ValueError(f"the cuda sort takes fewer than 2^32 keys at a time, got {n}")
-        drv = cuda.driver()
-        channels = [cuda.to_device(channel) for channel in keys]
+        if n >= 2 ** 32 - 1:
+            raise ValueError(f"the cuda sort takes fewer than 2^32 - 1 keys at a time, got {n}")
         bits = [int(channel.max()).bit_length() for channel in keys]
-        perm = self._permutation(channels, bits, n)
+        device_keys = cuda.to_device(np.ascontiguousarray(keys, dtype=np.uint64))
+        device_weights = None if weights is None else cuda.to_device(np.asarray(weights, dtype=np.uint64))
+        distinct, counts, runs = self.sort_rle(device_keys, n, n, bits, device_weights)
+        return (cuda.from_device(distinct, (C, runs), np.uint64), cuda.from_device(counts, (runs,), np.uint64))
 
-        sorted_keys = cuda.empty(8 * C * n)
-        for c in range(C):
-            self._per_item("gather_u64", n, channels[c], perm, _at(sorted_keys, 8 * c * n), _u32(n))
-        del channels
-        flags, run_of = cuda.empty(4 * n), cuda.empty(4 * n)
-        self._per_item("run_heads", n, sorted_keys, _u32(C), _u32(n), flags)
-        drv.memcpy_dtod(run_of, flags, 4 * n)
-        self._exclusive_scan(run_of, n)
-        last = np.zeros(2, dtype=np.uint32)
-        drv.memcpy_dtoh(last[:1], int(run_of) + 4 * (n - 1))
-        drv.memcpy_dtoh(last[1:], int(flags) + 4 * (n - 1))
-        runs = int(last.sum())
 
-        distinct, starts, counts = cuda.empty(8 * C * runs), cuda.empty(4 * runs), cuda.empty(8 * runs)
-        self._per_item("run_compact", n, sorted_keys, _u32(C), _u32(n), flags, run_of, _u32(runs), distinct, starts)
-        if weights is None:
-            self._per_item("run_lengths", runs, starts, _u32(runs), _u32(n), counts)
+def _kernel_names(source_text):
+    """The names of the `extern "C" __global__` functions of a kernel source."""
+    names = []
+    for line in source_text.splitlines():
+        if line.startswith('extern "C" __global__ void '):
+            names.append(line.split("void ", 1)[1].split("(", 1)[0])
+    return names
+
+
+class DeviceRun:
+    """A sorted, counted run held on the device: keys [C, runs] (stride runs), counts uint64 [runs]."""
+
+    def __init__(self, keys, counts, runs, channels):
+        self.keys, self.counts, self.runs, self.channels = keys, counts, runs, channels
+
+    def __len__(self):
+        return self.runs
+
+
+class CudaBackend:
+    """Phase 1 on the device: a buffer of keys (C channels x `capacity` slots, grown if one block needs
+    more), with optional weights when a small run was kept in it (counter.py)."""
+
+    name = "cuda"
+
+    def __init__(self, layout, canonical, capacity, kernels=None):
+        self.k = layout.k
+        self.layout, self.canonical = layout, canonical
+        self.kernels = kernels or CudaKernels()
+        self.C = layout.channels
+        self.bits = [2 * layout.bases(c) for c in range(self.C)]
+        self.stride = max(int(capacity), 1)
+        self.keys = cuda.empty(8 * self.C * self.stride)
+        self.weights = None   # device uint64 [stride] when the first `weighted` keys carry counts
+        self.weighted = 0
+        self.n = 0            # keys in the buffer
+        self.occurrences = 0  # k-mers extracted so far
+        self.tail_codes = cuda.empty(max(self.k - 1, 1))  # the last k - 1 codes of the previous block
+        self.tail_length = 0
+
+    @property
+    def buffered(self):
+        return self.n
+
+    # ---- phase 1: blocks -> keys ----------------------------------------------------------------------
+
+    def _codes_of_text(self, block, out):
+        """Parse a FASTA text block on the device into `out` (device uint8); returns the number of codes."""
+        kn = self.kernels
+        text = np.frombuffer(block.data, dtype=np.uint8)
+        n = len(text)
+        device_text, codes = cuda.to_device(text), cuda.empty(n)
+        kn.per_item("fasta_bytes", n, device_text, _u32(n), codes)
+        kn.per_item("fasta_lines", n, device_text, _u32(n), codes)
+        flags = cuda.empty(4 * n)
+        kn.per_item("keep_flags", n, codes, _u32(n), flags)
+        out_at, kept = kn.compaction(flags, n)
+        odd = cuda.to_device(np.zeros(1, dtype=np.uint32))
+        kn.per_item("keep_compact", n, codes, _u32(n), out_at, out, odd)
+        if kn.read(odd, 1, np.uint32)[0]:  # white space, a comment line, non-ASCII: the host's exact path
+            host = block.codes(general_codes)
+            if len(host):
+                kn.drv.memcpy_htod(int(out), host)
+            return len(host)
+        return kept
+
+    def add(self, block):
+        """Append the k-mers of a reading.Block to the buffer."""
+        drv = self.kernels.drv
+        head = self.tail_length if block.carry else 0
+        codes = cuda.empty(head + len(block.data))
+        if head:
+            drv.memcpy_dtod(codes, self.tail_codes, head)
+        if block.is_text:
+            m = self._codes_of_text(block, _at(codes, head))
         else:
-            drv.memset_d8(counts, 0, 8 * runs)
-            self._per_item("run_weights", n, cuda.to_device(weights.astype(np.uint64)), perm, flags, run_of,
-                           _u32(n), counts)
-        return cuda.from_device(distinct, (C, runs), np.uint64), cuda.from_device(counts, (runs,), np.uint64)
+            m = len(block.data)
+            if m:
+                drv.memcpy_htod(int(codes) + head, np.ascontiguousarray(block.data))
+        m += head
+        self.tail_length = min(self.k - 1, m)
+        if self.tail_length:
+            drv.memcpy_dtod(self.tail_codes, int(codes) + m - self.tail_length, self.tail_length)
+        self._extract(codes, m)
+
+    def _extract(self, codes, m):
+        kn, k = self.kernels, self.k
+        windows = m - k + 1
+        if windows <= 0:
+            return
+        words = -(-m // 32) + 1
+        packed, bad = cuda.empty(8 * words), cuda.empty(4 * words)
+        kn.per_item("pack_words", words, codes, _u32(m), _u32(words), _u32(0), packed, bad)
+        packed_rc = np.uintp(0)
+        if self.canonical:
+            packed_rc, bad_rc = cuda.empty(8 * words), cuda.empty(4 * words)
+            kn.per_item("pack_words", words, codes, _u32(m), _u32(words), _u32(1), packed_rc, bad_rc)
+        flags = cuda.empty(4 * windows)
+        kn.per_item("kmer_flags", windows, bad, _u32(windows), _u32(k), flags)
+        out_at, found = kn.compaction(flags, windows)
+        self._reserve(self.n + found)
+        kn.per_item("kmer_keys", windows, packed, packed_rc, _u32(m), _u32(k), _u32(self.C), flags, out_at,
+                    _u32(windows), _at(self.keys, 8 * self.n), _u32(self.stride))
+        self.n += found
+        self.occurrences += found
+
+    def _reserve(self, n):
+        """Grow the buffer (a block longer than the budget foresaw: one very long line)."""
+        if n <= self.stride:
+            return
+        stride = max(n, 2 * self.stride)
+        keys = cuda.empty(8 * self.C * stride)
+        for c in range(self.C):
+            self.kernels.drv.memcpy_dtod(_at(keys, 8 * c * stride), _at(self.keys, 8 * c * self.stride), 8 * self.n)
+        if self.weights is not None:
+            weights = cuda.empty(8 * stride)
+            self.kernels.drv.memcpy_dtod(weights, self.weights, 8 * self.n)
+            self.weights = weights
+        self.keys, self.stride = keys, stride
+
+    # ---- runs -----------------------------------------------------------------------------------------
+
+    def reduce(self):
+        """Sort + RLE of the buffer into a DeviceRun; the buffer is emptied."""
+        n = self.n
+        if n == 0:
+            return DeviceRun(cuda.empty(8), cuda.empty(8), 0, self.C)
+        if n >= 2 ** 32 - 1:
+            raise ValueError(f"the cuda sort takes fewer than 2^32 - 1 keys at a time, got {n}")
+        weights = None
+        if self.weighted:
+            self.kernels.per_item("fill_u64", n - self.weighted, _at(self.weights, 8 * self.weighted), np.uint64(1),
+                                  _u32(n - self.weighted))
+            weights = self.weights
+        distinct, counts, runs = self.kernels.sort_rle(self.keys, self.stride, n, self.bits, weights)
+        self.n = self.weighted = 0
+        return DeviceRun(distinct, counts, runs, self.C)
+
+    def keep(self, run):
+        """Put a run back at the start of the buffer, its counts as weights."""
+        drv = self.kernels.drv
+        self._reserve(run.runs)
+        for c in range(self.C):
+            drv.memcpy_dtod(_at(self.keys, 8 * c * self.stride), _at(run.keys, 8 * c * run.runs), 8 * run.runs)
+        if self.weights is None:
+            self.weights = cuda.empty(8 * self.stride)
+        drv.memcpy_dtod(self.weights, run.counts, 8 * run.runs)
+        self.n = self.weighted = run.runs
+
+    def memory_run(self, run):
+        keys = cuda.from_device(run.keys, (self.C, run.runs), np.uint64) if run.runs else np.empty((self.C, 0), np.uint64)
+        counts = cuda.from_device(run.counts, (run.runs,), np.uint64) if run.runs else np.empty(0, np.uint64)
+        return MemoryRun(keys, counts, self.k)
+
+    def sort_count(self, keys, weights=None):
+        return self.kernels.sort_count(keys, weights)
+
+    # ---- run -> table bytes ---------------------------------------------------------------------------
+
+    def _filter(self, run, min_count):
+        kn = self.kernels
+        flags = cuda.empty(4 * run.runs)
+        kn.per_item("count_keep", run.runs, run.counts, _u32(run.runs), np.uint64(min_count), flags)
+        out_at, kept = kn.compaction(flags, run.runs)
+        keys, counts = cuda.empty(8 * self.C * kept), cuda.empty(8 * kept)
+        kn.per_item("keep_pairs", run.runs, run.keys, _u32(run.runs), _u32(self.C), run.counts, _u32(run.runs), flags,
+                    out_at, keys, _u32(kept), counts)
+        return DeviceRun(keys, counts, kept, self.C)
+
+    def encode(self, run, min_count=1):
+        """The table's bins (EncodedTable) of a DeviceRun, laid out and encoded on the device."""
+        if min_count > 1 and run.runs:
+            run = self._filter(run, min_count)
+        kn, C, u = self.kernels, self.C, run.runs
+        bins = 2 ** bin_bits(self.k)
+        if u == 0:
+            return EncodedTable.empty(bins)
+        shift = _u32(shift_of(self.k))
+        starts = cuda.empty(4 * (bins + 1))
+        kn.per_item("bin_starts", u + 1, run.keys, _u32(u), shift, _u32(bins), starts)
+        starts_h = kn.read(starts, bins + 1, np.uint32).astype(np.int64)
+        n_b = np.diff(starts_h)
+        block_first_h = np.concatenate(([0], np.cumsum(-(-n_b // S8B_BLOCK)))).astype(np.uint32)
+        blocks = int(block_first_h[-1])
+        block_first = cuda.to_device(block_first_h)
+        words, choice = cuda.empty(4 * (blocks + 1)), cuda.empty(blocks)
+        kn.per_item("s8b_words", blocks + 1, run.counts, starts, block_first, _u32(bins), _u32(blocks), words, choice)
+        kn.scan(words, blocks + 1)
+        values, positions = cuda.empty(8 * C * u), cuda.empty(8 * C * (u + 1))
+        kn.per_item("vlq_sizes", u + 1, run.keys, _u32(u), _u32(C), _u32(u), shift, values, positions)
+        for c in range(C):
+            kn.scan(_at(positions, 8 * c * (u + 1)), u + 1, wide=True)
+        words_at, pos_at = cuda.empty(8 * (bins + 1)), cuda.empty(8 * C * (bins + 1))
+        kn.per_item("bin_marks", bins + 1, starts, block_first, _u32(bins), words, positions, _u32(C), _u32(u),
+                    words_at, pos_at)
+        words_at = kn.read(words_at, bins + 1, np.uint64)
+        pos_at = kn.read(pos_at, C * (bins + 1), np.uint64).reshape(C, bins + 1)
+        count_bytes = 8 * np.diff(words_at)
+        channel_bytes = np.diff(pos_at, axis=1)
+        key_bytes = channel_bytes.sum(axis=0)
+        sizes = count_bytes + key_bytes
+        offset = np.cumsum(sizes) - sizes
+        word_base = offset - np.uint64(8) * words_at[:-1]  # uint64 arithmetic wraps: the kernels add back
+        before = np.cumsum(channel_bytes, axis=0) - channel_bytes
+        chan_base = (offset + count_bytes)[None, :] + before - pos_at[:, :-1]
+        total_bytes = int(sizes.sum())
+        out = cuda.empty(total_bytes)
+        kn.per_item("s8b_pack", blocks, run.counts, starts, block_first, _u32(bins), _u32(blocks), choice, words,
+                    cuda.to_device(word_base.astype(np.uint64)), out)
+        kn.per_item("vlq_write", u, values, positions, run.keys, _u32(C), _u32(u), shift, _u32(bins),
+                    cuda.to_device(np.ascontiguousarray(chan_base, dtype=np.uint64)), out)
+        total = cuda.to_device(np.zeros(1, dtype=np.uint64))
+        kn.per_item("sum_u64", u, run.counts, _u32(u), total)
+        data = kn.read(out, total_bytes, np.uint8)
+        return EncodedTable.from_buffer(data, n_b, count_bytes.astype(np.int64), key_bytes.astype(np.int64),
+                                        int(kn.read(total, 1, np.uint64)[0]))

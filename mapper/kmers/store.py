@@ -76,19 +76,31 @@ class TableWriter:
 
     def write_bin(self, b, keys, counts):
         """Store bin b: keys uint64 [C, n] sorted and distinct, counts uint64 [n]."""
+        if not len(counts):
+            return self.write_encoded(b, 0, (), 0, 0)
+        count_data = codec.encode_counts(counts).astype("<u8").tobytes()
+        key_data = codec.encode_keys(keys).tobytes()
+        self.write_encoded(b, len(counts), (count_data, key_data), len(count_data),
+                           int(counts.sum(dtype=np.uint64)), zlib.crc32(key_data, zlib.crc32(count_data)))
+
+    def write_encoded(self, b, n, parts, count_bytes, total, crc=None):
+        """Store bin b already encoded: n k-mers, its counts stream (count_bytes long) then its k-mer
+        stream as the buffers `parts`, the sum of its counts, the CRC-32 of its data (computed if None)."""
         if b < self.next_bin:
             raise ValueError(f"bin {b} written after bin {self.next_bin - 1}")
         self.next_bin = b + 1
-        if not len(counts):
+        if not n:
             return
-        count_data = codec.encode_counts(counts).astype("<u8").tobytes()
-        key_data = codec.encode_keys(keys).tobytes()
-        crc = zlib.crc32(key_data, zlib.crc32(count_data))
-        self.entries[b] = (self.file.tell(), len(counts), len(count_data), len(key_data), crc)
-        self.file.write(count_data)
-        self.file.write(key_data)
-        self.distinct += len(counts)
-        self.total += int(counts.sum(dtype=np.uint64))
+        if crc is None:
+            crc = 0
+            for part in parts:
+                crc = zlib.crc32(part, crc)
+        offset = self.file.tell()
+        for part in parts:
+            self.file.write(part)
+        self.entries[b] = (offset, n, count_bytes, self.file.tell() - offset - count_bytes, crc)
+        self.distinct += n
+        self.total += total
 
     def close(self):
         self.file.seek(0)
@@ -106,6 +118,17 @@ class TableWriter:
 
     def __exit__(self, kind, value, traceback):
         self.close() if kind is None else self.abort()
+
+
+def write_table(path, k, canonical, min_count, encoded):
+    """Write a whole table from a backend.EncodedTable (its bins' CRCs computed in parallel); returns the
+    number of distinct k-mers written."""
+    crcs = encoded.crcs()
+    with TableWriter(path, k, canonical, min_count) as writer:
+        for b, (n, parts, count_bytes) in enumerate(zip(encoded.n, encoded.parts, encoded.count_bytes)):
+            writer.write_encoded(b, int(n), parts, int(count_bytes), 0, crcs[b])
+        writer.total = encoded.total
+    return writer.distinct
 
 
 class KmerTable:

@@ -1,0 +1,222 @@
+/* kmer_codec.cu: a sorted, counted table of k-mers -> the bytes of its bins in the table format (version 1,
+ * docs/kmers.md; the numpy twin is mapper/kmers/codec.py, and both write the same bytes), for
+ * `gkmap kmers count` (the cuda backend, mapper/kmers/gpu.py). The host lays the bins out from a few
+ * totals per bin; everything per k-mer happens here.
+ *
+ * In : keys uint64 channel-major (channel c of key i at keys[c * stride + i]), sorted and distinct;
+ *      counts uint64 [n]. A key's bin is key0 >> shift (its top bin_bits bits, mapper/kmers/binning.py).
+ * Out: one byte buffer: per non-empty bin, its counts stream (Simple-8b words of count - 1, blocks of 60
+ *      counts, each block with the narrowest selector whose n divides 60) then its k-mer stream (VLQ of
+ *      channel-wise deltas, channel-major within the bin).
+ *
+ * JIT constants (-D): BLOCK threads per block.
+ */
+#include <stdint.h>
+
+#ifndef BLOCK
+#define BLOCK 256
+#endif
+#define S8B_BLOCK 60
+
+#ifndef __CUDACC__  /* compiled as host C++ by tests/host_cuda.py: what nvcc would provide */
+#define __constant__
+static inline int __clzll(unsigned long long x) { return x ? __builtin_clzll(x) : 64; }
+#endif
+
+/* ---------------------------------------------------------------------------------------------------------
+ * count_keep / keep_pairs: --min-count. flags[i] = counts[i] >= min_count, scanned by the host into out_at;
+ * the kept keys and counts are compacted (out_stride between output channels).
+ * ------------------------------------------------------------------------------------------------------- */
+
+extern "C" __global__ void count_keep(const uint64_t *counts, uint32_t n, uint64_t min_count, uint32_t *flags)
+{
+    uint32_t i = blockIdx.x * BLOCK + threadIdx.x;
+    if (i < n)
+        flags[i] = counts[i] >= min_count;
+}
+
+extern "C" __global__ void keep_pairs(const uint64_t *keys, uint32_t stride, uint32_t channels,
+                                      const uint64_t *counts, uint32_t n, const uint32_t *flags,
+                                      const uint32_t *out_at, uint64_t *keys_out, uint32_t out_stride,
+                                      uint64_t *counts_out)
+{
+    uint32_t i = blockIdx.x * BLOCK + threadIdx.x;
+    if (i >= n || !flags[i])
+        return;
+    uint32_t r = out_at[i];
+    counts_out[r] = counts[i];
+    for (uint32_t c = 0; c < channels; ++c)
+        keys_out[(size_t)c * out_stride + r] = keys[(size_t)c * stride + i];
+}
+
+/* ---------------------------------------------------------------------------------------------------------
+ * bin_starts: starts[b] = the first key of bin b or later (starts[bins] = n). Thread i (0 <= i <= n) fills
+ * the bins from the bin after key i-1's up to key i's (up to `bins` for i = n), so every bin is written
+ * once, also empty ones.
+ * ------------------------------------------------------------------------------------------------------- */
+
+extern "C" __global__ void bin_starts(const uint64_t *key0, uint32_t n, uint32_t shift, uint32_t bins,
+                                      uint32_t *starts)
+{
+    uint32_t i = blockIdx.x * BLOCK + threadIdx.x;
+    if (i > n)
+        return;
+    uint32_t from = i == 0 ? 0 : (uint32_t)(key0[i - 1] >> shift) + 1;
+    uint32_t to = i == n ? bins : (uint32_t)(key0[i] >> shift);
+    for (uint32_t b = from; b <= to; ++b)
+        starts[b] = i;
+}
+
+/* ---------------------------------------------------------------------------------------------------------
+ * k-mer stream:
+ *   vlq_sizes  thread i: channel c's value is key_c[i] - key_c[i-1] when key i-1 is in the same bin and
+ *              equal on channels 0..c-1, else key_c[i] (codec.encode_keys); values[c * n + i] = it and
+ *              sizes[c * (n+1) + i] = its VLQ length (1..10 bytes: 7 bits a byte); thread n sets each
+ *              channel's sizes[n] = 0. The host scans each channel's n+1 sizes (uint64) into positions.
+ *   vlq_write  thread i writes channel c's value at chan_base[c * bins + bin] + pos[c * (n+1) + i], 7 bits a
+ *              byte, least significant first, high bit set on all bytes but the last. chan_base (host)
+ *              is where the bin's channel c starts in the buffer minus its first key's position (mod 2^64).
+ * ------------------------------------------------------------------------------------------------------- */
+
+__device__ __forceinline__ uint64_t vlq_size(uint64_t v)
+{
+    uint32_t bits = 64 - __clzll(v | 1);
+    return (bits + 6) / 7;
+}
+
+extern "C" __global__ void vlq_sizes(const uint64_t *keys, uint32_t stride, uint32_t channels, uint32_t n,
+                                     uint32_t shift, uint64_t *values, uint64_t *sizes)
+{
+    uint32_t i = blockIdx.x * BLOCK + threadIdx.x;
+    if (i > n)
+        return;
+    if (i == n) {
+        for (uint32_t c = 0; c < channels; ++c)
+            sizes[(size_t)c * (n + 1) + n] = 0;
+        return;
+    }
+    bool same = i > 0 && (keys[i] >> shift) == (keys[i - 1] >> shift);
+    for (uint32_t c = 0; c < channels; ++c) {
+        uint64_t key = keys[(size_t)c * stride + i];
+        uint64_t previous = i > 0 ? keys[(size_t)c * stride + i - 1] : 0;
+        uint64_t value = same ? key - previous : key;
+        values[(size_t)c * n + i] = value;
+        sizes[(size_t)c * (n + 1) + i] = vlq_size(value);
+        same = same && key == previous;
+    }
+}
+
+extern "C" __global__ void vlq_write(const uint64_t *values, const uint64_t *positions, const uint64_t *key0,
+                                     uint32_t channels, uint32_t n, uint32_t shift, uint32_t bins,
+                                     const uint64_t *chan_base, uint8_t *out)
+{
+    uint32_t i = blockIdx.x * BLOCK + threadIdx.x;
+    if (i >= n)
+        return;
+    uint32_t bin = (uint32_t)(key0[i] >> shift);
+    for (uint32_t c = 0; c < channels; ++c) {
+        uint64_t value = values[(size_t)c * n + i];
+        uint8_t *at = out + (chan_base[(size_t)c * bins + bin] + positions[(size_t)c * (n + 1) + i]);
+        while (value >= 0x80) {
+            *at++ = (uint8_t)(value | 0x80);
+            value >>= 7;
+        }
+        *at = (uint8_t)value;
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------------------
+ * counts stream: bin b has ceil(n_b / 60) blocks of 60 counts; block g (global numbering, block_first[b] =
+ * the first block of bin b, block_first[bins] = the total) covers the bin's counts 60 j .. 60 j + 59
+ * (j = g - block_first[b]; counts past the bin's end are zeros, the padding of the last block).
+ *   s8b_words  thread g: the widest count - 1 of its block picks the narrowest of the selectors whose n
+ *              divides 60: (selector, n, bits) = (2,60,1) (3,30,2) (4,20,3) (5,15,4) (6,12,5) (7,10,6)
+ *              (10,6,10) (11,5,12) (12,4,15) (13,3,20) (14,2,30) (15,1,60); words[g] = 60 / n and
+ *              selector[g]; thread `blocks` sets words[blocks] = 0. The host scans the words (uint32).
+ *   s8b_pack   thread g writes its words at word_base[b] + 8 * word_at[g] (word_base from the host:
+ *              where bin b's data starts minus 8 x the words before the bin, mod 2^64), a word being the
+ *              selector in bits 63..60 and the n values of `bits` bits, first value lowest, stored
+ *              little-endian byte by byte (bins start at any byte).
+ * ------------------------------------------------------------------------------------------------------- */
+
+__constant__ uint8_t S8B_SELECTOR[12] = {2, 3, 4, 5, 6, 7, 10, 11, 12, 13, 14, 15};
+__constant__ uint8_t S8B_N[12] = {60, 30, 20, 15, 12, 10, 6, 5, 4, 3, 2, 1};
+__constant__ uint8_t S8B_BITS[12] = {1, 2, 3, 4, 5, 6, 10, 12, 15, 20, 30, 60};
+
+/* The bin of global block g: the last b with block_first[b] <= g (binary search over bins + 1 entries). */
+__device__ __forceinline__ uint32_t bin_of_block(const uint32_t *block_first, uint32_t bins, uint32_t g)
+{
+    uint32_t lo = 0, hi = bins;  /* block_first[lo] <= g < block_first[hi] */
+    while (hi - lo > 1) {
+        uint32_t mid = (lo + hi) / 2;
+        if (block_first[mid] <= g)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+extern "C" __global__ void s8b_words(const uint64_t *counts, const uint32_t *starts, const uint32_t *block_first,
+                                     uint32_t bins, uint32_t blocks, uint32_t *words, uint8_t *choice)
+{
+    uint32_t g = blockIdx.x * BLOCK + threadIdx.x;
+    if (g > blocks)
+        return;
+    if (g == blocks) {
+        words[g] = 0;
+        return;
+    }
+    uint32_t b = bin_of_block(block_first, bins, g);
+    uint32_t lo = starts[b] + S8B_BLOCK * (g - block_first[b]);
+    uint32_t hi = lo + S8B_BLOCK < starts[b + 1] ? lo + S8B_BLOCK : starts[b + 1];
+    uint64_t widest = 0;
+    for (uint32_t i = lo; i < hi; ++i)
+        widest = counts[i] - 1 > widest ? counts[i] - 1 : widest;
+    uint32_t s = 0;
+    while (s < 11 && widest >= (1ull << S8B_BITS[s]))
+        ++s;
+    words[g] = S8B_BLOCK / S8B_N[s];
+    choice[g] = (uint8_t)s;
+}
+
+extern "C" __global__ void s8b_pack(const uint64_t *counts, const uint32_t *starts, const uint32_t *block_first,
+                                    uint32_t bins, uint32_t blocks, const uint8_t *choice, const uint32_t *word_at,
+                                    const uint64_t *word_base, uint8_t *out)
+{
+    uint32_t g = blockIdx.x * BLOCK + threadIdx.x;
+    if (g >= blocks)
+        return;
+    uint32_t b = bin_of_block(block_first, bins, g);
+    uint32_t lo = starts[b] + S8B_BLOCK * (g - block_first[b]), end = starts[b + 1];
+    uint32_t s = choice[g], per_word = S8B_N[s], bits = S8B_BITS[s];
+    uint8_t *at = out + (word_base[b] + 8ull * word_at[g]);
+    for (uint32_t w = 0; w < S8B_BLOCK / per_word; ++w) {
+        uint64_t word = (uint64_t)S8B_SELECTOR[s] << 60;
+        for (uint32_t v = 0; v < per_word; ++v) {
+            uint32_t i = lo + w * per_word + v;
+            if (i < end)
+                word |= (counts[i] - 1) << (v * bits);
+        }
+        for (int byte = 0; byte < 8; ++byte)
+            *at++ = (uint8_t)(word >> (8 * byte));
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------------------
+ * bin_marks: what the host needs to lay the bins out, thread b <= bins: words_at[b] = word_at[block_first[b]]
+ * (the words before bin b) and, per channel, pos_at[c * (bins+1) + b] = positions[c * (n+1) + starts[b]]
+ * (the channel's bytes before bin b).
+ * ------------------------------------------------------------------------------------------------------- */
+
+extern "C" __global__ void bin_marks(const uint32_t *starts, const uint32_t *block_first, uint32_t bins,
+                                     const uint32_t *word_at, const uint64_t *positions, uint32_t channels,
+                                     uint32_t n, uint64_t *words_at, uint64_t *pos_at)
+{
+    uint32_t b = blockIdx.x * BLOCK + threadIdx.x;
+    if (b > bins)
+        return;
+    words_at[b] = word_at[block_first[b]];
+    for (uint32_t c = 0; c < channels; ++c)
+        pos_at[(size_t)c * (bins + 1) + b] = positions[(size_t)c * (n + 1) + starts[b]];
+}
