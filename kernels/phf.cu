@@ -32,6 +32,8 @@
  * keys of all rows into one array. The host decodes them into (row, contig, diagonal), sorted and distinct:
  * exactly the numpy seeder's candidates.
  *
+ * Index build (pb_*, further down): the same arrays as the numpy build, bit for bit (gpu_build.py).
+ *
  * JIT constants (-D): LOOKUP, MASK_LEN, SEED_BITS, NB_LEN, and the 2-bit code (common.cuh). Every kernel checks
  * its index against n. The kernels without __syncthreads also run as host C++ (tests/host_cuda.py, one thread
  * at a time), with the atomicAdd below standing in for the device's.
@@ -69,6 +71,17 @@ __device__ __forceinline__ void mix(uint32_t &a, uint32_t &b, uint32_t &c)
     a -= b; a -= c; a ^= c >> 3;   b -= c; b -= a; b ^= a << 10;  c -= a; c -= b; c ^= b >> 15;
 }
 
+/* The block-local vertices of `key` in a block of member J and thirds of r: lookup2's mix of (0x9e3779b9 + key,
+ * 0x9e3779b9, J + 4) (the hash of the key's 4 bytes) picks one vertex in each third. */
+__device__ __forceinline__ void key_vertices(uint32_t key, uint32_t J, uint32_t r, long long v[3])
+{
+    uint32_t a = GOLDEN + key, b = GOLDEN, c = J + 4u;
+    mix(a, b, c);
+    v[0] = a % r;
+    v[1] = r + (long long)(b % r);
+    v[2] = 2ll * r + c % r;
+}
+
 __device__ __forceinline__ uint32_t g_at(const uint8_t *g, long long v)
 {
     return (g[v >> 2] >> (2 * (v & 3))) & 3u;
@@ -97,11 +110,10 @@ __device__ __forceinline__ long long find_slot(const Index &ix, long long block,
     uint32_t r = (uint32_t)((ix.voff[block + 1] - v0) / 3);
     if (r == 0)
         return -1;
-    uint32_t a = GOLDEN + key, b = GOLDEN, c = ix.seed_j[block] + 4u;
-    mix(a, b, c);
-    long long va = v0 + a % r, vb = v0 + r + b % r, vc = v0 + 2ll * r + c % r;
-    uint32_t j = (g_at(ix.g, va) + g_at(ix.g, vb) + g_at(ix.g, vc)) % 3u;
-    long long slot = ix.vslot[j == 0 ? va : j == 1 ? vb : vc];
+    long long v[3];
+    key_vertices(key, ix.seed_j[block], r, v);
+    uint32_t j = (g_at(ix.g, v0 + v[0]) + g_at(ix.g, v0 + v[1]) + g_at(ix.g, v0 + v[2])) % 3u;
+    long long slot = ix.vslot[v0 + v[j]];
     return slot >= 0 && ix.nbkeys[slot] == key ? slot : -1;
 #elif LOOKUP == 1
     long long lo = ix.nboff[block], hi = ix.nboff[block + 1], end = hi;
@@ -235,6 +247,184 @@ extern "C" __global__ void sf_gather(const u64 *keys, const long long *seg, cons
         out[out_off[row] + k] = keys[seg[row] + k];
 }
 
+/* ---- Index build on the GPU (mapper/neighbourhood/gpu_build.py): index.py's and hashing.py's arrays, bit for
+ * bit. Reference patterns go into seed buckets as words nb << 32 | position (pb_count, pb_scatter); each bucket
+ * is sorted (pb_sort: (neighbourhood, position) order, the cpu's sort); then a thread per bucket finds its
+ * distinct neighbourhoods (pb_runs, pb_emit) and builds its perfect hash (pb_peel); pb_pack packs g. ---- */
+
+/* Seed and neighbourhood keys of the reference pattern at global position p: false when its window
+ * [p, p + MASK_LEN + NB_LEN) leaves p's contig or has an N on a seed or neighbourhood base (not indexed). */
+__device__ __forceinline__ bool ref_pattern(const uint8_t *codes, const long long *starts, const long long *ends,
+                                            int n_contigs, long long p, uint32_t &seed, uint32_t &nb)
+{
+    if (p + MASK_LEN + NB_LEN > ends[contig_of(starts, n_contigs, p)])
+        return false;
+    seed = 0;
+    nb = 0;
+    for (int k = 0; k < MASK_LEN + NB_LEN; ++k) {
+        bool in_seed = k < MASK_LEN && ((SEED_BITS >> k) & 1u);
+        if (k < MASK_LEN && !in_seed)
+            continue;
+        uint8_t c = codes[p + k];
+        if (c == CODE_N)
+            return false;
+        if (in_seed)
+            seed = seed << 2 | (c & 3u);
+        else
+            nb = nb << 2 | (c & 3u);
+    }
+    return true;
+}
+
+/* pb_count: one thread per start p < n; count[seed] += 1 for each indexed pattern (count zeroed). */
+extern "C" __global__ void pb_count(const uint8_t *codes, long long n, const long long *starts,
+                                    const long long *ends, int n_contigs, u64 *count)
+{
+    long long p = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    uint32_t seed, nb;
+    if (p < n && ref_pattern(codes, starts, ends, n_contigs, p, seed, nb))
+        atomicAdd(&count[seed], 1ull);
+}
+
+/* pb_scatter: the same walk; the pattern's word nb << 32 | p goes to its seed's bucket,
+ * words[boff[seed] + fill[seed]++] (boff: prefix sums of pb_count's counts; fill zeroed); unordered. */
+extern "C" __global__ void pb_scatter(const uint8_t *codes, long long n, const long long *starts,
+                                      const long long *ends, int n_contigs, const long long *boff, u64 *fill,
+                                      u64 *words)
+{
+    long long p = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    uint32_t seed, nb;
+    if (p < n && ref_pattern(codes, starts, ends, n_contigs, p, seed, nb))
+        words[boff[seed] + atomicAdd(&fill[seed], 1ull)] = (u64)nb << 32 | (u64)p;
+}
+
+/* pb_runs: one thread per seed bucket s (sorted words[boff[s] .. boff[s+1])): m[s] = its distinct
+ * neighbourhoods, the size of block s. */
+extern "C" __global__ void pb_runs(const u64 *words, const long long *boff, int n_buckets, long long *m)
+{
+    int s = blockIdx.x * blockDim.x + threadIdx.x;
+    if (s >= n_buckets)
+        return;
+    long long count = 0;
+    for (long long k = boff[s]; k < boff[s + 1]; ++k)
+        count += k == boff[s] || words[k] >> 32 != words[k - 1] >> 32;
+    m[s] = count;
+}
+
+/* pb_emit: one thread per seed bucket s: its distinct neighbourhoods become slots nboff[s] ... (nbkeys), a slot's
+ * positions start at its first word (posoff; the words are already in (nb, position) order) and every word's
+ * low 32 bits go to positions. */
+extern "C" __global__ void pb_emit(const u64 *words, const long long *boff, const long long *nboff, int n_buckets,
+                                   uint32_t *nbkeys, long long *posoff, uint32_t *positions)
+{
+    int s = blockIdx.x * blockDim.x + threadIdx.x;
+    if (s >= n_buckets)
+        return;
+    long long slot = nboff[s];
+    for (long long k = boff[s]; k < boff[s + 1]; ++k) {
+        if (k == boff[s] || words[k] >> 32 != words[k - 1] >> 32) {
+            nbkeys[slot] = (uint32_t)(words[k] >> 32);
+            posoff[slot++] = k;
+        }
+        positions[k] = (uint32_t)words[k];
+    }
+}
+
+/* pb_peel: one thread builds the perfect hash of seed block s (slots nboff[s] .., m keys, vertices voff[s] ..,
+ * 3 thirds of r): hashing.py's construction, which this reproduces exactly.
+ * For J = 0, 1, ... (at most max_attempts): degrees and xor of incident edge ids (local slot numbers) of the 3r
+ * vertices; a FIFO queue starts with every vertex of degree 1. A round takes the queue's current entries:
+ *   A. (degrees frozen) each entry still of degree 1 names its edge e = xor; e, if not yet taken, is peeled
+ *      this round, freed by its first vertex of degree 1 (state[e] = 1 + that position), listed in order[];
+ *   B. the round's edges leave the graph; a vertex whose degree drops to 1 joins the queue (next round).
+ * That is the cpu's synchronous rounds, whatever the order inside one. All m edges peeled: in reverse peeling
+ * order each edge gives its free vertex u g[u] = (position - the other two g) mod 3 (the other two are final:
+ * see hashing.py) and vslot[u] = its slot; else J + 1. failed[0] counts blocks with no acyclic member.
+ * Scratch (global): degree, xorid, queue [V], order [S], state [S]; g1 (one byte a vertex, zeroed),
+ * vslot (-1) and seed_j are the outputs. */
+extern "C" __global__ void pb_peel(const uint32_t *nbkeys, const long long *nboff, const long long *voff,
+                                   int n_buckets, int max_attempts, uint32_t *degree, uint32_t *xorid,
+                                   uint32_t *queue, uint32_t *order, uint8_t *state, uint8_t *g1, int *vslot,
+                                   uint32_t *seed_j, u64 *failed)
+{
+    int s = blockIdx.x * blockDim.x + threadIdx.x;
+    if (s >= n_buckets)
+        return;
+    const uint32_t *keys = nbkeys + nboff[s];
+    uint32_t m = (uint32_t)(nboff[s + 1] - nboff[s]);
+    long long v0 = voff[s];
+    uint32_t nv = (uint32_t)(voff[s + 1] - v0), r = nv / 3;
+    seed_j[s] = 0;
+    if (m == 0)
+        return;
+    uint32_t *deg = degree + v0, *inc = xorid + v0, *fifo = queue + v0, *peeled = order + nboff[s];
+    uint8_t *st = state + nboff[s];
+    for (uint32_t J = 0; J < (uint32_t)max_attempts; ++J) {
+        long long v[3];
+        for (uint32_t u = 0; u < nv; ++u)
+            deg[u] = inc[u] = 0;
+        for (uint32_t e = 0; e < m; ++e) {
+            key_vertices(keys[e], J, r, v);
+            for (int k = 0; k < 3; ++k) {
+                deg[v[k]] += 1;
+                inc[v[k]] ^= e;
+            }
+            st[e] = 0;
+        }
+        uint32_t head = 0, tail = 0, n_peeled = 0;
+        for (uint32_t u = 0; u < nv; ++u)
+            if (deg[u] == 1)
+                fifo[tail++] = u;
+        while (head < tail) {
+            uint32_t round_end = tail, round_first = n_peeled;
+            for (; head < round_end; ++head) {
+                uint32_t u = fifo[head], e = inc[u];
+                if (deg[u] != 1 || st[e])
+                    continue;
+                key_vertices(keys[e], J, r, v);
+                st[e] = deg[v[0]] == 1 ? 1 : deg[v[1]] == 1 ? 2 : 3;
+                peeled[n_peeled++] = e;
+            }
+            for (uint32_t i = round_first; i < n_peeled; ++i) {
+                uint32_t e = peeled[i];
+                key_vertices(keys[e], J, r, v);
+                for (int k = 0; k < 3; ++k) {
+                    inc[v[k]] ^= e;
+                    if (--deg[v[k]] == 1)
+                        fifo[tail++] = (uint32_t)v[k];
+                }
+            }
+        }
+        if (n_peeled < m)
+            continue;
+        for (uint32_t i = n_peeled; i-- > 0;) {
+            uint32_t e = peeled[i];
+            int j = st[e] - 1;
+            key_vertices(keys[e], J, r, v);
+            int others = g1[v0 + v[0]] + g1[v0 + v[1]] + g1[v0 + v[2]] - g1[v0 + v[j]];
+            g1[v0 + v[j]] = (uint8_t)(((j - others) % 3 + 3) % 3);
+            vslot[v0 + v[j]] = (int)(nboff[s] + e);
+        }
+        seed_j[s] = J;
+        return;
+    }
+    atomicAdd(failed, 1ull);
+}
+
+/* pb_pack: one thread per output byte i: vertices 4i .. 4i+3 of g1 (one byte each, n_vertices) as 2 bits
+ * each, vertex 4i in the low bits (hashing.py's layout). */
+extern "C" __global__ void pb_pack(const uint8_t *g1, long long n_vertices, uint8_t *g)
+{
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (n_vertices + 3) / 4)
+        return;
+    uint32_t byte = 0;
+    for (int k = 0; k < 4; ++k)
+        if (4 * i + k < n_vertices)
+            byte |= (uint32_t)g1[4 * i + k] << (2 * k);
+    g[i] = (uint8_t)byte;
+}
+
 #ifdef __CUDACC__
 /* Sort a[0..n) ascending with the block's threads: a bitonic network in its all-ascending form (each merge
  * starts by comparing i with its mirror i ^ (2h - 1), then half-cleans with i ^ h), so that the virtual
@@ -302,5 +492,25 @@ extern "C" __global__ void sf_dedup(u64 *keys, const long long *seg, const long 
     }
     if (threadIdx.x == 0)
         n_unique[row] = written;
+}
+/* pb_sort: block bucket_base + blockIdx.x sorts its bucket words[boff[s] .. boff[s+1]) ascending (bitonic,
+ * in shared memory when it fits, else in place): (neighbourhood, position) order. */
+extern "C" __global__ void pb_sort(u64 *words, const long long *boff, int n_buckets, int bucket_base)
+{
+    __shared__ u64 buf[SORT_CAP];
+    int s = bucket_base + blockIdx.x;
+    if (s >= n_buckets)
+        return;
+    long long n = boff[s + 1] - boff[s];
+    u64 *seg = words + boff[s];
+    u64 *a = n <= SORT_CAP ? buf : seg;
+    if (n <= SORT_CAP)
+        for (long long k = threadIdx.x; k < n; k += blockDim.x)
+            a[k] = seg[k];
+    __syncthreads();
+    block_sort(a, n);
+    if (n <= SORT_CAP)
+        for (long long k = threadIdx.x; k < n; k += blockDim.x)
+            seg[k] = a[k];
 }
 #endif

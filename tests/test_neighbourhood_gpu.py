@@ -6,14 +6,18 @@ __syncthreads (sf_walk's count and emit passes: every hit of every row, as a mul
 look-ups, the whole seed-and-filter (with the on-device sort and de-duplication, chunking and rows larger
 than a shared-memory sort) equal to seeding.seed exactly, and `gkmap map --index-kind neighbourhood
 --device cuda` writing the cpu's SAM.
+Index build (gpu_build.py): emulated with numpy standing in for pb_sort (the kernel with __syncthreads), and on
+a GPU entirely, the arrays equal the cpu build's bit for bit (J re-draws, N, contig ends, buckets sorted in
+shared and in global memory), and `gkmap index --device cuda` writes the cpu's folder.
 """
 import numpy as np
 import pytest
 
 import host_cuda
-from conftest import LAMBDA, MEASLES, READS
-from mapper.neighbourhood import gpu, lookup, seeding
-from mapper.neighbourhood.index import packed_keys
+from conftest import LAMBDA, MEASLES, READS, SHIGELLA
+from mapper.neighbourhood import gpu, gpu_build, lookup, seeding
+from mapper.neighbourhood.index import build_arrays, packed_keys
+from mapper.reference import read_fasta
 from mapper.reads import read_batches
 from mapper.seeding import strand_rows, ragged_arange
 from test_neighbourhood import SPACED, nb_index  # noqa: F401 (the session fixture)
@@ -158,3 +162,59 @@ def test_cuda_map_writes_the_cpu_sam(gkmap, nb_index, tmp_path):
         assert code == 0, err
         texts.append([line for line in out.read_text().splitlines() if not line.startswith("@PG")])
     assert texts[0] == texts[1]
+
+
+def assert_same_build(reference, mask, ln):
+    """The cuda build's arrays equal the cpu build's, dtype and bits; returns the cpu's."""
+    cpu, cuda = build_arrays(reference, mask, ln), build_arrays(reference, mask, ln, "cuda")
+    for name, a, b in zip(("nboff", "nbkeys", "posoff", "positions"), cpu[:4], cuda[:4]):
+        assert a.dtype == b.dtype and np.array_equal(a, b), name
+    for name in ("seed_j", "voff", "g", "vslot"):
+        a, b = getattr(cpu[4], name), getattr(cuda[4], name)
+        assert a.dtype == b.dtype and np.array_equal(a, b), name
+    return cpu
+
+
+def two_contigs_with_n(tmp_path):
+    fasta = tmp_path / "two.fa"
+    rng = np.random.default_rng(3)
+    a, b = ("".join(rng.choice(list("ACGT"), n)) for n in (3000, 1700))
+    fasta.write_text(f">a\n{a[:1200]}NN{a[1200:]}\n>b\n{b}\n>c\nACGTA\n")
+    return read_fasta(fasta, tmp_path / "two.fai")
+
+
+def numpy_sort_buckets(kernel, words, d_boff, n_buckets):
+    """pb_sort's result with numpy: each bucket of words ascending."""
+    w, boff = words.view(np.uint64), d_boff.view(np.int64)
+    owner = np.repeat(np.arange(n_buckets), np.diff(boff))
+    w[:] = w[np.lexsort((w, owner))]
+
+
+@pytest.mark.parametrize("genome,mask,ln", [(MEASLES, SPACED, 7), (LAMBDA, "####", 4), ("two", "###", 3)])
+def test_build_kernels_on_the_host(monkeypatch, tmp_path, genome, mask, ln):
+    monkeypatch.setattr(gpu_build, "cuda", host_cuda)
+    monkeypatch.setattr(gpu_build, "sort_buckets", numpy_sort_buckets)
+    reference = two_contigs_with_n(tmp_path) if genome == "two" else read_fasta(genome, tmp_path / "g.fai")
+    cpu = assert_same_build(reference, mask, ln)
+    assert cpu[4].seed_j.max() > 0  # some blocks needed a second hash member
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mask,ln", [(SPACED, 7), ("####", 8)])  # "####": buckets sorted in global memory
+def test_cuda_build_equals_the_cpu_build(tmp_path, mask, ln):
+    reference = read_fasta(SHIGELLA, tmp_path / "s.fai")
+    nboff, *_ = assert_same_build(reference, mask, ln)
+    assert np.diff(nboff).max() > 0
+    assert_same_build(two_contigs_with_n(tmp_path), "###", 3)
+
+
+@pytest.mark.gpu
+def test_cuda_index_command_writes_the_cpu_folder(gkmap, tmp_path):
+    folders = []
+    for device in ("cpu", "cuda"):
+        folders.append(tmp_path / f"{device}.nbx")
+        code, err = gkmap("index", "--quiet", "--index-kind", "neighbourhood", "--spaced", SPACED, "--device", device,
+                          "--index", folders[-1], LAMBDA)
+        assert code == 0, err
+    for path in sorted(folders[0].glob("*.npy")):
+        assert path.read_bytes() == (folders[1] / path.name).read_bytes(), path.name

@@ -14,6 +14,8 @@ def add_arguments(parser):
     parser.add_argument("--seed-len", type=int, help="neighbourhood index: seed length ls (default 8)")
     parser.add_argument("--nb-len", type=int, help="neighbourhood index: neighbourhood length ln (default 7)")
     parser.add_argument("--spaced", metavar="MASK", help="neighbourhood index: spaced seed, e.g. '######-##'")
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                        help="neighbourhood index: build it with numpy (cpu) or on the GPU (cuda); the same index")
     parser.add_argument("--index", metavar="DIR", help="index folder (default: REF.fa.gkx beside the FASTA, "
                         "or ~/.cache/gkmap/<checksum> when that folder is read-only)")
 
@@ -26,8 +28,11 @@ def run(args):
             raise UsageError("--ws is the k-mer index's; the neighbourhood index takes --seed-len and --nb-len")
         from mapper.neighbourhood.index import DEFAULT_NB_LEN, build_index as build_neighbourhood, seed_mask
         mask = seed_mask(args.seed_len, args.spaced)
-        build_neighbourhood(args.reference, mask, DEFAULT_NB_LEN if args.nb_len is None else args.nb_len, args.index)
+        build_neighbourhood(args.reference, mask, DEFAULT_NB_LEN if args.nb_len is None else args.nb_len, args.index,
+                            args.device)
         return 0
+    if args.device != "cpu":
+        raise UsageError("--device cuda builds the neighbourhood index only (--index-kind neighbourhood)")
     if nb_flags:
         raise UsageError(f"{nb_flags[0]} needs --index-kind neighbourhood")
     build_index(args.reference, DEFAULT_WS if args.ws is None else args.ws, args.index)

@@ -24,10 +24,11 @@ DIAG_BIAS = 1 << 20     # kernels/phf.cu: key = contig << 40 | (diagonal + DIAG_
 NULL = np.intp(0)       # a null pointer argument (sf_walk's count pass has no output segments)
 
 
-def defines(index, method):
-    """The JIT constants of kernels/phf.cu for this index and look-up method."""
-    seed_bits = sum(1 << k for k, c in enumerate(index.mask) if c == "#")
-    return dict(LOOKUP=LOOKUP_CODES[method], MASK_LEN=len(index.mask), SEED_BITS=f"{seed_bits}u", NB_LEN=index.ln)
+def defines(index, method, mask=None, ln=None):
+    """The JIT constants of kernels/phf.cu for this index (or, building one, this mask and ln) and method."""
+    mask, ln = (index.mask, index.ln) if index is not None else (mask, ln)
+    seed_bits = sum(1 << k for k, c in enumerate(mask) if c == "#")
+    return dict(LOOKUP=LOOKUP_CODES[method], MASK_LEN=len(mask), SEED_BITS=f"{seed_bits}u", NB_LEN=ln)
 
 
 def launch_rows(kernel, first_row, n, *args):

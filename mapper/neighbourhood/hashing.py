@@ -18,8 +18,10 @@ an arbitrary vertex). |V| >= 1.23 |E| (r = ceil((1.23 m + 2) / 3): small blocks 
 two keys over three vertices are always cyclic).
 
 Construction, vectorised over all blocks at once (no loop per block or per key):
-1. peeling: rounds of "take every vertex of degree 1, remove its edge"; a vertex's incident edge is known
-   from the sum of its alive edges' ids (exact in float64), so a degree-1 vertex names its edge directly.
+1. peeling: synchronous rounds of "remove every edge that has a vertex of degree 1, freed by the first such
+   vertex"; a vertex's incident edge is known from the sum of its alive edges' ids (exact in float64), so a
+   degree-1 vertex names its edge directly. The rule fixes g bit for bit, which lets the GPU build
+   (gpu_build.py) reproduce this build exactly.
 2. blocks with an edge left over get J + 1 and are redone alone (in a compact vertex space).
 3. assignment in reverse peeling order, a round at a time: the edge peeled in round t owns the vertex u
    that freed it; g[u] = (position of u - the other two g) mod 3. Edges of one round cannot touch each other's
@@ -73,32 +75,30 @@ class Phf:
 
 
 def peel(edges, n_vertices):
-    """Peel a 3-hypergraph. edges int64 [m, 3] (vertex ids < n_vertices, three distinct per edge).
-    Returns (round int64 [m] (-1: never peeled, a cycle), free int8 [m]: position 0..2 of the vertex that
-    freed the edge)."""
+    """Peel a 3-hypergraph, a synchronous round at a time. edges int64 [m, 3] (vertex ids < n_vertices, three
+    distinct per edge). Round t removes every edge that has a vertex of degree 1 at the start of the round, and
+    its free vertex is the first (lowest position) such vertex: a rule that does not depend on the order in
+    which degree-1 vertices are visited, so kernels/phf.cu's pb_peel (a thread walking one block's queue)
+    gives the same rounds and free vertices, hence the same g, bit for bit.
+    Returns (round int64 [m] (-1: never peeled, a cycle), free int8 [m]: position 0..2 of the freeing vertex)."""
     m = len(edges)
     flat = edges.ravel()
-    ids = np.repeat(np.arange(m, dtype=np.float64), 3)
     degree = np.bincount(flat, minlength=n_vertices).astype(np.int64)
-    id_sum = np.bincount(flat, weights=ids, minlength=n_vertices)
+    id_sum = np.bincount(flat, weights=np.repeat(np.arange(m, dtype=np.float64), 3), minlength=n_vertices)
     peel_round = np.full(m, -1, dtype=np.int64)
     free = np.zeros(m, dtype=np.int8)
-    claim = np.zeros(m, dtype=np.int64)
     todo = np.flatnonzero(degree == 1)
     t = 0
     while len(todo):
-        todo = todo[degree[todo] == 1]
-        edge = id_sum[todo].astype(np.int64)
-        at = np.arange(len(todo))
-        claim[edge] = at  # an edge freed by several vertices (or listed twice) is taken once
-        mine = claim[edge] == at
-        edge, vertex = edge[mine], todo[mine]
+        todo = todo[degree[todo] == 1]  # every vertex of degree 1 now (the others were touched last round)
+        edge = np.unique(id_sum[todo].astype(np.int64))
+        ends = edges[edge]
         peel_round[edge] = t
-        free[edge] = np.argmax(edges[edge] == vertex[:, None], axis=1)
-        touched = edges[edge].ravel()
+        free[edge] = np.argmax(degree[ends] == 1, axis=1)
+        touched = ends.ravel()
         np.subtract.at(degree, touched, 1)
         np.subtract.at(id_sum, touched, np.repeat(edge.astype(np.float64), 3))
-        todo = touched[degree[touched] == 1]  # repeats are harmless: an edge is claimed once
+        todo = touched[degree[touched] == 1]
         t += 1
     return peel_round, free
 

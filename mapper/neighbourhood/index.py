@@ -120,11 +120,15 @@ def packed_keys(codes, offsets, starts=None, n=None):
     return keys, has_n
 
 
-def build_arrays(reference, mask, ln):
-    """(nboff, nbkeys, posoff, positions, phf) of `reference` (module docstring)."""
+def build_arrays(reference, mask, ln, device="cpu"):
+    """(nboff, nbkeys, posoff, positions, phf) of `reference` (module docstring); with device "cuda" the same
+    arrays computed on the GPU (gpu_build.py)."""
     codes = reference.codes
     if len(codes) >= 2**32:
         raise UsageError("references of 2**32 bases or more are not supported by this index format")
+    if device == "cuda":
+        from mapper.neighbourhood import gpu_build
+        return gpu_build.build_arrays(reference, mask, ln)
     ls, width = mask.count("#"), len(mask) + ln
     n = max(len(codes) - width + 1, 0)
     seed, seed_n = packed_keys(codes, seed_offsets(mask), n=n)
@@ -161,8 +165,9 @@ def default_folder(ref_path):
     return default_index_dir(ref_path).with_suffix(".nbx")
 
 
-def build_index(ref_path, mask, ln, index_dir=None):
-    """Read the FASTA, build the neighbourhood index, write it atomically (temp folder + rename); return it."""
+def build_index(ref_path, mask, ln, index_dir=None, device="cpu"):
+    """Read the FASTA, build the neighbourhood index (numpy, or the GPU with device "cuda"), write it atomically
+    (temp folder + rename); return it."""
     check_nb_len(ln)
     require_readable(ref_path)
     folder = Path(index_dir) if index_dir else default_folder(ref_path)
@@ -170,7 +175,9 @@ def build_index(ref_path, mask, ln, index_dir=None):
         t0 = time.perf_counter()
         checksum = file_checksum(ref_path)
         reference = read_fasta(ref_path, tmp / "ref.fai")
-        nboff, nbkeys, posoff, positions, phf = build_arrays(reference, mask, ln)
+        t_read = time.perf_counter()
+        nboff, nbkeys, posoff, positions, phf = build_arrays(reference, mask, ln, device)
+        t_arrays = time.perf_counter()
         arrays = dict(reference.to_arrays(), nboff=nboff, nbkeys=nbkeys, posoff=posoff, positions=positions,
                       seed_j=phf.seed_j, voff=phf.voff, g=phf.g, vslot=phf.vslot)
         write_index(tmp, {name: arrays[name] for name in _ARRAYS},
@@ -178,8 +185,9 @@ def build_index(ref_path, mask, ln, index_dir=None):
                      "slots": int(len(nbkeys)), "positions": int(len(positions)), "vertices": int(phf.voff[-1])},
                     ref_path, checksum, reference)
     log.info("neighbourhood index of %s (seed %s, ln %d): %d patterns, %d neighbourhoods, %d vertices in %.1f s "
-             "-> %s", ref_path, mask, ln, len(positions), len(nbkeys), int(phf.voff[-1]), time.perf_counter() - t0,
-             folder)
+             "(FASTA %.1f s, arrays on %s %.1f s, writing %.1f s) -> %s", ref_path, mask, ln, len(positions),
+             len(nbkeys), int(phf.voff[-1]), time.perf_counter() - t0, t_read - t0, device, t_arrays - t_read,
+             time.perf_counter() - t_arrays, folder)
     return NeighbourhoodIndex(mask, ln, nboff, nbkeys, posoff, positions, phf, reference, folder)
 
 
