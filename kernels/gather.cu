@@ -77,3 +77,42 @@ extern "C" __global__ void take_i64(const long long *__restrict__ src, const lon
     const long long k = t / n, i = t % n;
     out[t] = src[k * n_src + index[i]];
 }
+
+/* filter_spans: what the GateKeeper filter compares for each candidate (mapper/filters/windows.py, the
+ * definitions both backends share), computed on the device from the candidates and rows:
+ *   read rows : the read on its strand, [read_start, read_start + L)
+ *   improved  : the verification window, start = lo = max(lo - e, contig start), hi = min(hi + L + e,
+ *               contig end) (the gather pads it with N to L + 3e)
+ *   faithful  : the L reference bases at the band's first diagonal, start = lo, shown within
+ *               [contig start, min(start + L, contig end))
+ * In : cand_row/cand_contig int32, cand_lo/cand_hi int64 [n]; row_start int64, row_len/row_e int32 [R];
+ *      contig_start/contig_end int64 [C]; faithful: 0 improved, 1 faithful
+ * Out: read_start, read_end, ref_start, ref_lo, ref_hi int64 [n]
+ */
+extern "C" __global__ void filter_spans(
+    const int *__restrict__ cand_row, const int *__restrict__ cand_contig, const long long *__restrict__ cand_lo,
+    const long long *__restrict__ cand_hi, const long long n, const long long *__restrict__ row_start,
+    const int *__restrict__ row_len, const int *__restrict__ row_e, const long long *__restrict__ contig_start,
+    const long long *__restrict__ contig_end, const int faithful, long long *__restrict__ read_start,
+    long long *__restrict__ read_end, long long *__restrict__ ref_start, long long *__restrict__ ref_lo,
+    long long *__restrict__ ref_hi)
+{
+    const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n)
+        return;
+    const int r = cand_row[i], c = cand_contig[i];
+    const int L = row_len[r], e = row_e[r];
+    read_start[i] = row_start[r];
+    read_end[i] = row_start[r] + L;
+    if (faithful) {
+        const long long s = cand_lo[i];
+        ref_start[i] = s;
+        ref_lo[i] = contig_start[c];
+        ref_hi[i] = s + L < contig_end[c] ? s + L : contig_end[c];
+    } else {
+        const long long a = cand_lo[i] - e > contig_start[c] ? cand_lo[i] - e : contig_start[c];
+        ref_start[i] = a;
+        ref_lo[i] = a;
+        ref_hi[i] = cand_hi[i] + L + e < contig_end[c] ? cand_hi[i] + L + e : contig_end[c];
+    }
+}

@@ -94,6 +94,30 @@ def test_gpu_filter_equals_cpu(backend, index_dir, mode, e):
     assert np.array_equal(backend.filter(mode, rows, cands, index.reference), want)
 
 
+@pytest.mark.parametrize("mode", ["improved", "faithful"])
+def test_filter_on_device_candidates(backend, monkeypatch, index_dir, mode):
+    """Seeding's candidates filtered where they are (one read length and e), compacted on the device and
+    verified: the decisions are the cpu filter's and the loci those of the cpu backend's kept windows."""
+    from mapper.backends.cpu import CpuBackend
+    monkeypatch.setattr(cuda_mapping, "BAND_CAPACITY", 300)
+    index = load_index(SHIGELLA, index_dir(SHIGELLA))
+    batch, rows = batch_rows(READS / "shigella_dysenteriae_ERR6005894_R1.fastq.gz", 300, 6)
+    rows.length[:] = rows.length.min()  # one read length: the in-place path (reads are cut to it)
+    cands, _ = seed(rows, index)
+    want = CpuBackend().filter(mode, rows, cands, index.reference)
+    dev, _ = backend.seed(rows, index)
+    assert len(dev.parts) > 1 and 0 < want.sum() < len(want)
+    keep = backend.filter(mode, rows, dev, index.reference)
+    assert np.array_equal(keep, want)
+    kept = dev.subset(keep)
+    assert isinstance(kept, cuda_mapping.DeviceCandidates) and len(kept) == want.sum()
+    got = select_loci(rows, backend.verify(rows, kept, index.reference))
+    assert "host" not in vars(dev) and "host" not in vars(kept)
+    ref = select_loci(rows, verify(rows, cands.subset(want), index.reference))
+    for f in ("row", "contig", "start", "end", "edits"):
+        assert np.array_equal(getattr(got, f), getattr(ref, f)), f
+
+
 def test_windows_with_many_optimal_ends(backend, tmp_path):
     """In a long tandem repeat a window has more optimal ends than the kernel keeps (MAX_ENDS): those
     windows are redone on the host, and the result still equals edlib's."""

@@ -16,10 +16,12 @@ import numpy as np
 from mapper.backends import cuda
 from mapper.backends.base import Backend
 from mapper.filters import windows
+from mapper.options import MAX_E
 from mapper.seeding import Candidates, SeedStats, ragged_arange
 from mapper.verify import Mappings, verify as host_verify
 
 MAX_ENDS = 8
+COLUMNS = (np.int32, np.int32, np.int64, np.int64)  # device candidates: row, contig, lo, hi
 BAND_CAPACITY = 1 << 25  # hits (band slots) per seeding launch; rows are launched in chunks that fit
 
 
@@ -101,24 +103,43 @@ class CudaBackend(Backend):
         return self._genome
 
     def filter(self, mode, rows, cands, reference):
-        """GateKeeper on the GPU: reads and windows gathered there (kernels/gather.cu) from the resident genome
-        and this batch's rows, encoded and filtered there; only the decisions come back."""
+        """GateKeeper on the GPU: reads and reference rows gathered there (kernels/gather.cu) from the resident
+        genome and this batch's rows, encoded and filtered there; only the decisions come back. When every
+        seeded read has one length and one e (the usual batch) the candidates are used where they are; a
+        batch mixing them is filtered group by group from the host's copy of the candidates."""
         keep = np.ones(len(cands), dtype=bool)
-        if mode is None:
+        if mode is None or not len(cands):
             return keep
         from mapper.filters._gpu import GpuGateKeeper
         gk = GpuGateKeeper()
-        genome, reads = self._resident_genome(reference), self._rows_on_device(rows).codes
+        genome, dev = self._resident_genome(reference), self._rows_on_device(rows)
+        length, e = rows.length[rows.active], rows.e[rows.active]
+        if len(np.unique(length * (MAX_E + 1) + e)) == 1:
+            return self._filter_in_place(gk, mode, int(length[0]), int(e[0]), cands, genome, dev, reference)
         for members, L, e in windows.groups(rows, cands):
             n = len(members)
             read_start = rows.start[cands.row[members]]
-            read_rows = _gather(reads, read_start, read_start, read_start + L, L)
-            ref_rows = _gather(genome, *windows.spans(mode, rows, cands, reference, members, L, e))
-            if mode == "improved":
-                keep[members] = gk.improved_device(read_rows, ref_rows, n, L, L + 3 * e, e)[0]
-            else:
-                keep[members] = gk.faithful_device(ref_rows, read_rows, n, L, e)[0]
+            read_rows = _gather_host(dev.codes, read_start, read_start, read_start + L, L)
+            ref_rows = _gather_host(genome, *windows.spans(mode, rows, cands, reference, members, L, e))
+            keep[members] = _decide(gk, mode, read_rows, ref_rows, n, L, e)
         return keep
+
+    def _filter_in_place(self, gk, mode, L, e, cands, genome, dev, reference):
+        """The filter of one (L, e) batch on candidates in device memory (uploaded first if they are not)."""
+        if not isinstance(cands, DeviceCandidates):
+            cands = DeviceCandidates.upload(cands)
+        _, _, contig_starts, contig_ends = self._resident_index_of_reference(reference)
+        width = L if mode == "faithful" else L + 3 * e
+        keep = []
+        for n, row, contig, lo, hi in cands.parts:
+            spans = [cuda.empty(8 * n) for _ in range(5)]
+            cuda.launch(cuda.function("gather.cu", "filter_spans"), n, row, contig, lo, hi, np.int64(n), dev.start,
+                        dev.length, dev.e, contig_starts, contig_ends, np.int32(mode == "faithful"), *spans)
+            read_start, read_end, ref_start, ref_lo, ref_hi = spans
+            read_rows = _gather(dev.codes, read_start, read_start, read_end, L, n)
+            ref_rows = _gather(genome, ref_start, ref_lo, ref_hi, width, n)
+            keep.append(_decide(gk, mode, read_rows, ref_rows, n, L, e))
+        return np.concatenate(keep)
 
     def _rows_on_device(self, rows):
         """This batch's strand rows in device memory (one upload per batch, shared by the stages)."""
@@ -130,7 +151,7 @@ class CudaBackend(Backend):
 
     def verify(self, rows, cands, reference):
         """kernels/myers.cu on every window. Candidates still on the GPU are verified there, and only the
-        windows within e come back; host candidates (after a host-side subset) are uploaded first."""
+        windows within e come back; host candidates (e.g. filtered group by group) are uploaded first."""
         if not isinstance(cands, DeviceCandidates):
             cands = DeviceCandidates.upload(cands)
         genome, dev = self._resident_genome(reference), self._rows_on_device(rows)
@@ -177,7 +198,7 @@ class CudaBackend(Backend):
             return maps
         over = np.flatnonzero(overflow)
         redo = Candidates(*(_take(buf, n, over, dtype=dtype).astype(np.int64)
-                            for buf, dtype in ((row, np.int32), (contig, np.int32), (lo, np.int64), (hi, np.int64))))
+                            for buf, dtype in zip((row, contig, lo, hi), COLUMNS)))
         host = host_verify(rows, redo, reference)
         return Mappings(*(np.concatenate([getattr(maps, f), getattr(host, f)])
                           for f in ("row", "contig", "start", "end", "edits")))
@@ -202,19 +223,28 @@ class DeviceCandidates:
     def upload(cls, cands):
         if not len(cands):
             return cls([])
-        return cls([(len(cands), cuda.to_device(cands.row.astype(np.int32)),
-                     cuda.to_device(cands.contig.astype(np.int32)), cuda.to_device(cands.lo.astype(np.int64)),
-                     cuda.to_device(cands.hi.astype(np.int64)))])
+        columns = (cands.row, cands.contig, cands.lo, cands.hi)
+        return cls([(len(cands), *(cuda.to_device(c.astype(t)) for c, t in zip(columns, COLUMNS)))])
 
     def __len__(self):
         return sum(part[0] for part in self.parts)
+
+    def subset(self, mask):
+        """The candidates where the host bool mask is set, compacted on the device."""
+        parts, begin = [], 0
+        for n, *bufs in self.parts:
+            kept = np.flatnonzero(mask[begin:begin + n])
+            begin += n
+            if len(kept):
+                parts.append((len(kept), *(_take_device(buf, n, kept, 1, dtype) for buf, dtype in zip(bufs, COLUMNS))))
+        return DeviceCandidates(parts)
 
     @functools.cached_property
     def host(self):
         if not self.parts:
             return Candidates()
         columns = [[cuda.from_device(buf, (n,), dtype).astype(np.int64)
-                    for buf, dtype in zip(bufs, (np.int32, np.int32, np.int64, np.int64))]
+                    for buf, dtype in zip(bufs, COLUMNS)]
                    for n, *bufs in self.parts]
         return Candidates(*(np.concatenate([c[i] for c in columns]) for i in range(4)))
 
@@ -233,25 +263,41 @@ def _chunks(hits, capacity):
         begin = end
 
 
-def _gather(codes, start, lo, hi, width):
-    """Device ASCII rows [n, width] of a device code array (kernels/gather.cu; N outside [lo, hi))."""
-    n = len(start)
+def _gather(codes, start, lo, hi, width, n):
+    """Device ASCII rows [n, width] of a device code array (kernels/gather.cu; N outside [lo, hi));
+    start/lo/hi are device int64 buffers of n items."""
     out = cuda.empty(n * width)
-    cuda.launch(cuda.function("gather.cu", "gather_ascii"), n * width, codes,
-                *(cuda.to_device(np.asarray(a, dtype=np.int64)) for a in (start, lo, hi)),
+    cuda.launch(cuda.function("gather.cu", "gather_ascii"), n * width, codes, start, lo, hi,
                 np.int32(width), np.int64(n * width), out)
     return out
 
 
-def _take(buffer, n_src, index, planes=1, dtype=np.int32):
-    """Host copy of buffer[k * n_src + index[i]] for k < planes (gather.cu take_i32 / take_i64): only the
-    selected elements cross the bus."""
+def _gather_host(codes, start, lo, hi, width):
+    """_gather with start/lo/hi given as host arrays."""
+    up = lambda a: cuda.to_device(np.asarray(a, dtype=np.int64))
+    return _gather(codes, up(start), up(lo), up(hi), width, len(start))
+
+
+def _decide(gk, mode, read_rows, ref_rows, n, L, e):
+    """bool [n]: GateKeeper's accept of each (read row, reference row) pair, device ASCII rows."""
+    if mode == "improved":
+        return gk.improved_device(read_rows, ref_rows, n, L, L + 3 * e, e)[0]
+    return gk.faithful_device(ref_rows, read_rows, n, L, e)[0]
+
+
+def _take_device(buffer, n_src, index, planes=1, dtype=np.int32):
+    """Device buffer of buffer[k * n_src + index[i]] for k < planes (gather.cu take_i32 / take_i64)."""
     n = len(index)
     out = cuda.empty(np.dtype(dtype).itemsize * n * planes)
     name = "take_i64" if np.dtype(dtype).itemsize == 8 else "take_i32"
     cuda.launch(cuda.function("gather.cu", name), n * planes, buffer, np.int64(n_src),
                 cuda.to_device(index.astype(np.int64)), np.int64(n), np.int32(planes), out)
-    return cuda.from_device(out, (planes * n,), dtype)
+    return out
+
+
+def _take(buffer, n_src, index, planes=1, dtype=np.int32):
+    """Host copy of the selected elements (only they cross the bus)."""
+    return cuda.from_device(_take_device(buffer, n_src, index, planes, dtype), (planes * len(index),), dtype)
 
 
 def _verify_device(genome, reads, read_start, read_len, max_e, win_start, win_len, n, longest):
