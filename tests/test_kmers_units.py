@@ -128,3 +128,57 @@ def test_dump_lines_match_string_formatting():
     counts = np.maximum(counts, np.uint64(1))
     expected = "".join(f"{s}\t{c}\n" for s, c in zip(as_strings(keys, layout), counts.tolist()))
     assert dump_lines(keys, counts, layout).decode() == expected
+
+
+def dnaio_codes(text):
+    """The reference parse: dnaio's records joined by N (as reading.py's dnaio path)."""
+    import io
+
+    import dnaio
+    with dnaio.open(io.BytesIO(text), fileformat="fasta") as reader:
+        sequences = [record.sequence for record in reader]
+    return ENCODE[np.frombuffer("\n".join(sequences).encode(), dtype=np.uint8)]
+
+
+def random_fasta(rng):
+    """Headers, multi-line records, and every odd byte: CR, LF-CR, tabs, spaces, '#' and '>' inside and at
+    the start of lines, blank lines, lower case, IUPAC letters."""
+    parts = []
+    for r in range(int(rng.integers(1, 6))):
+        parts.append(b">r%d some description\n" % r)
+        for _ in range(int(rng.integers(0, 5))):
+            line = rng.choice(np.frombuffer(b"ACGTacgtNRn> #\t\r\x00\x0b", dtype=np.uint8), int(rng.integers(0, 20)))
+            parts.append(line.astype(np.uint8).tobytes() + (b"\n" if rng.random() < 0.9 else b"\r\n"))
+    return b"".join(parts)
+
+
+def test_fasta_parsers_equal_dnaio():
+    """fasta.py's two paths against dnaio record by record (our codes start with the first header's N)."""
+    from mapper.kmers.fasta import fast_codes, general_codes
+    rng = np.random.default_rng(5)
+    texts = [random_fasta(rng) for _ in range(1500)] + [b">a\n", b">a\nAC\rGT\n>b\nGG", b">a\n\n\n ACG \n#x\n>b"]
+    fast = 0
+    for text in texts:
+        want = dnaio_codes(text)
+        assert np.array_equal(general_codes(text)[1:], want), text
+        quick = fast_codes(text)
+        if quick is not None:
+            fast += 1
+            assert np.array_equal(quick[1:], want), text
+    assert fast > 50  # the clean texts took the fast path
+
+
+def test_blocks_carry_records_across_cuts(tmp_path):
+    """Tiny blocks (reading.blocks cuts after newlines): the codes of the blocks, joined where a block
+    carries and N-separated where it does not, are the file's codes."""
+    from mapper.kmers.reading import blocks
+    rng = np.random.default_rng(6)
+    text = b"".join(random_fasta(rng) for _ in range(20))
+    path = tmp_path / "x.fa"
+    path.write_bytes(text)
+    for block_bytes in (1, 7, 64, 1 << 20):
+        joined = []
+        for block in blocks([path], block_bytes):
+            assert block.is_text and (block.carry == bool(joined))
+            joined.append(block.codes())
+        assert np.array_equal(np.concatenate(joined)[1:], dnaio_codes(text))

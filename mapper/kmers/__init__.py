@@ -1,13 +1,15 @@
 """k-mer counting, SNCGPU style: 2-bit multi-word k-mers, bins, sort + run-length encoding, compressed
 sorted runs and a per-bin merge (docs/kmers.md).
 
+    reading.py  FASTA/FASTQ -> blocks (FASTA text or codes);  fasta.py: FASTA text -> codes (numpy)
     encode.py   codes -> k-mer keys uint64 [C, n] (channels), canonical form
     binning.py  keys -> bins by most significant bits
-    count.py    cpu sort + RLE;  gpu.py: the same on CUDA (kernels/kmer_sort.cu); backend.py picks one
-    codec.py    VLQ deltas for k-mers, Simple-8b for counts
+    count.py    cpu sort + RLE;  codec.py: VLQ deltas for k-mers, Simple-8b for counts
+    backend.py  the cpu backend (thread pool over pieces and bins) and the choice of backend;
+    gpu.py      the cuda backend: parsing, extraction, sort + RLE, encoding in kernels/kmer_*.cu
     store.py    the table file (write / read back)
-    merge.py    per-bin merge of sorted runs;  counter.py: the two-phase pipeline within a memory budget
-    reading.py  FASTA/FASTQ -> code chunks;  text.py: dump, histo, query;  command.py: `gkmap kmers`
+    merge.py    per-bin merge of spilled runs;  counter.py: the two-phase pipeline within a memory budget
+    text.py     dump, histo, query;  command.py: `gkmap kmers`
 """
 from mapper.kmers.counter import count_kmers
 from mapper.kmers.store import KmerTable
