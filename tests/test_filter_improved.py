@@ -111,3 +111,14 @@ def test_cuda_equals_cpu_at_any_batch_size(n, mode):
         got = filter_pairs(pairs, e, mode=mode, device="cuda", encoding=encoding)
         np.testing.assert_array_equal(got.accept, want.accept)
         np.testing.assert_array_equal(got.estimate, want.estimate)
+
+
+def test_popcount_table_equals_bitwise_count():
+    """The numpy < 2 fallback counts the same bits as np.bitwise_count (both word types, several words)."""
+    from mapper.filters import _bitvec
+    rng = np.random.default_rng(2)
+    for dtype in (np.uint32, np.uint64):
+        x = rng.integers(0, np.iinfo(dtype).max, size=(3, 1000), dtype=dtype, endpoint=True)
+        want = np.array([sum(bin(int(v)).count("1") for v in x[:, i]) for i in range(x.shape[1])])
+        np.testing.assert_array_equal(_bitvec.popcount_table(x), want)
+        np.testing.assert_array_equal(_bitvec.popcount(x), want)

@@ -97,7 +97,15 @@ _POPCOUNT16 = np.array([bin(v).count("1") for v in range(1 << 16)], dtype=np.uin
 
 
 def popcount(x):
-    """Set bits per pair of x [nwords, n] (any unsigned word type): int64 [n]."""
+    """Set bits per pair of x [nwords, n] (any unsigned word type): int64 [n]. numpy >= 2 counts with the CPU's
+    popcount (np.bitwise_count, some 40 times faster than the table of `popcount_table`)."""
+    if not hasattr(np, "bitwise_count"):
+        return popcount_table(x)
+    return np.bitwise_count(x).sum(axis=0, dtype=np.int64)
+
+
+def popcount_table(x):
+    """`popcount` by a 16-bit table (numpy < 2)."""
     x = np.ascontiguousarray(x)
     halves = x.view(np.uint16).reshape(len(x), x.shape[1], -1)
     return _POPCOUNT16[halves].sum(axis=(0, 2), dtype=np.int64)
