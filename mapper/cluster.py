@@ -122,6 +122,8 @@ class IndexPlugin(WorkerPlugin):
             self.error = RemoteError(f"worker {worker.name} ({worker.address}) refused the run: {e}", e.exit_code)
             return
         self.index, self.backend = index, backend
+        if backend.name == "cuda":
+            gpu_context()  # made here, in the worker's main thread, which pops it at exit (see gpu_task)
         self.filter_mode = FILTER_MODES[self.opts.filter]
         devices = dict(backend.devices, filter=backend.name if self.filter_mode else "none")
         self.stages = ", ".join(f"{stage}: {devices[stage]}" for stage in ("seed", "filter", "verify"))
@@ -132,13 +134,39 @@ class IndexPlugin(WorkerPlugin):
             self.worker.log_event(RETRY_TOPIC, {"key": key})
 
 
+def gpu_context():
+    """The worker process's CUDA context (pycuda.autoinit's, made current in the calling thread on first use)."""
+    from mapper.backends import cuda
+    cuda.driver()
+    import pycuda.autoinit
+    return pycuda.autoinit.context
+
+
+@contextlib.contextmanager
+def gpu_task():
+    """Tasks run in a worker's executor thread, not where the context was made: the context is pushed for the
+    task and popped after it. A thread that ends with a context on its stack makes PyCUDA abort the process
+    at exit (with a page of "context stack was not empty" on stderr), and the main thread pops its own."""
+    import sys
+    if "pycuda.autoinit" not in sys.modules:  # a cpu worker: no context
+        yield
+        return
+    context = sys.modules["pycuda.autoinit"].context
+    context.push()
+    try:
+        yield
+    finally:
+        context.pop()
+
+
 def remote(task):
     """A task function whose GkmapError comes back as a RemoteError value rather than an exception: Dask
-    would retry an exception, and retrying cannot help (module docstring)."""
+    would retry an exception, and retrying cannot help (module docstring). GPU tasks run in `gpu_task`."""
     @functools.wraps(task)
     def run(*args):
         try:
-            return task(*args)
+            with gpu_task():
+                return task(*args)
         except GkmapError as e:
             return RemoteError(str(e), e.exit_code)
     return run
