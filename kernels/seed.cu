@@ -134,20 +134,29 @@ extern "C" __global__ void seed_diagonals(
     const int k = nk[r];
     const long long first = kfirst[r];
 
-    /* the chosen lists: read offset j*WS, cursor and end in `positions`, current head (contig, diagonal) */
+    /* the chosen lists: read offset j*WS, cursor and end in `positions`, current head (contig, diagonal).
+     * Every access below uses a compile-time index (unrolled loops over MAX_SEL, with a select for the
+     * list that advances), so the lists live in registers rather than in local memory. */
     long long cursor[MAX_SEL], end[MAX_SEL], head_diag[MAX_SEL];
     int shift[MAX_SEL], head_contig[MAX_SEL];
-    int m = 0;
-    for (int j = 0; j < k && m < MAX_SEL; ++j) {
-        if (kmer_flags[first + j] & FLAG_CHOSEN) {
+    int j = 0;
+#pragma unroll
+    for (int s = 0; s < MAX_SEL; ++s) {
+        while (j < k && !(kmer_flags[first + j] & FLAG_CHOSEN))
+            ++j;
+        cursor[s] = end[s] = 0;
+        shift[s] = 0;
+        head_contig[s] = 0;
+        head_diag[s] = 0;
+        if (j < k) {
             const unsigned int key = kmer_key[first + j];
-            cursor[m] = offsets[key];
-            end[m] = offsets[key + 1];
-            shift[m] = j * WS;
-            const long long pos = positions[cursor[m]];
-            head_contig[m] = contig_of(contig_starts, n_contigs, pos);
-            head_diag[m] = pos - shift[m];
-            ++m;
+            cursor[s] = offsets[key];
+            end[s] = offsets[key + 1];
+            shift[s] = j * WS;
+            const long long pos = positions[cursor[s]];
+            head_contig[s] = contig_of(contig_starts, n_contigs, pos);
+            head_diag[s] = pos - shift[s];
+            ++j;
         }
     }
 
@@ -156,21 +165,26 @@ extern "C" __global__ void seed_diagonals(
     int prev_contig = -1;
     long long prev_diag = 0;
     for (;;) {
-        int best = -1;
-        for (int s = 0; s < m; ++s) {
-            if (cursor[s] < end[s] &&
-                (best < 0 || head_contig[s] < head_contig[best] ||
-                 (head_contig[s] == head_contig[best] && head_diag[s] < head_diag[best])))
+        /* the list with the smallest head (contig, diagonal); ties go to the lowest list */
+        int best = -1, c = 0;
+        long long d = 0;
+#pragma unroll
+        for (int s = 0; s < MAX_SEL; ++s) {
+            if (cursor[s] < end[s] && (best < 0 || head_contig[s] < c || (head_contig[s] == c && head_diag[s] < d))) {
                 best = s;
+                c = head_contig[s];
+                d = head_diag[s];
+            }
         }
         if (best < 0)
             break;
-        const int c = head_contig[best];
-        const long long d = head_diag[best];
-        if (++cursor[best] < end[best]) {
-            const long long pos = positions[cursor[best]];
-            head_contig[best] = contig_of(contig_starts, n_contigs, pos);
-            head_diag[best] = pos - shift[best];
+#pragma unroll
+        for (int s = 0; s < MAX_SEL; ++s) {
+            if (s == best && ++cursor[s] < end[s]) {
+                const long long pos = positions[cursor[s]];
+                head_contig[s] = contig_of(contig_starts, n_contigs, pos);
+                head_diag[s] = pos - shift[s];
+            }
         }
         if (c == prev_contig && d == prev_diag)
             continue; /* the same diagonal from another k-mer */
