@@ -156,8 +156,9 @@ def write_index(tmp, arrays, meta, ref_path, checksum, reference):
     (tmp / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
 
 
-def build_index(ref_path, ws=DEFAULT_WS, index_dir=None):
-    """Read the FASTA, build the index, write it atomically (temp folder + rename); return it loaded."""
+def build_index(ref_path, ws=DEFAULT_WS, index_dir=None, device="cpu"):
+    """Read the FASTA, build the index (with numpy, or on the GPU with device 'cuda': the same arrays), write
+    it atomically (temp folder + rename); return it loaded."""
     check_ws(ws)
     require_readable(ref_path)
     folder = Path(index_dir) if index_dir else default_index_dir(ref_path)
@@ -165,13 +166,17 @@ def build_index(ref_path, ws=DEFAULT_WS, index_dir=None):
         t0 = time.perf_counter()
         checksum = file_checksum(ref_path)
         reference = read_fasta(ref_path, tmp / "ref.fai")
-        offsets, positions = build_arrays(reference, ws)
+        if device == "cuda":
+            from mapper.backends import cuda_index  # pycuda only when asked for
+            offsets, positions = cuda_index.build_arrays(reference, ws)
+        else:
+            offsets, positions = build_arrays(reference, ws)
         arrays = dict(reference.to_arrays(), offsets=offsets, positions=positions)
         write_index(tmp, {name: arrays[name] for name in _ARRAYS},
                     {"format_version": FORMAT_VERSION, "kind": KIND, "ws": ws, "positions": int(len(positions))},
                     ref_path, checksum, reference)
-    log.info("indexed %s: %d contigs, %d bases, %d %d-mers in %.1f s -> %s", ref_path, len(reference.names),
-             len(reference.codes), len(positions), ws, time.perf_counter() - t0, folder)
+    log.info("indexed %s: %d contigs, %d bases, %d %d-mers in %.1f s (%s) -> %s", ref_path, len(reference.names),
+             len(reference.codes), len(positions), ws, time.perf_counter() - t0, device, folder)
     return KmerIndex(ws, offsets, positions, reference, folder)
 
 

@@ -259,7 +259,6 @@ def test_bad_neighbourhood_options_are_one_line_errors(gkmap, tmp_path, args, ne
     ("index", ["--seed-len", "8"], "--seed-len needs --index-kind neighbourhood"),
     ("index", ["--index-kind", "neighbourhood", "--ws", "12"], "--ws is the k-mer index's"),
     ("index", ["--index-kind", "neighbourhood", "--nb-len", "0"], "--nb-len must be between"),
-    ("index", ["--device", "cuda"], "--device cuda builds the neighbourhood index only"),
 ])
 def test_flags_of_the_other_kind_are_refused(gkmap, tmp_path, command, args, needle):
     reads = tmp_path / "r.fq"

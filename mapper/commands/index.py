@@ -15,7 +15,7 @@ def add_arguments(parser):
     parser.add_argument("--nb-len", type=int, help="neighbourhood index: neighbourhood length ln (default 7)")
     parser.add_argument("--spaced", metavar="MASK", help="neighbourhood index: spaced seed, e.g. '######-##'")
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
-                        help="neighbourhood index: build it with numpy (cpu) or on the GPU (cuda); the same index")
+                        help="build the index with numpy (cpu) or on the GPU (cuda); the same index either way")
     parser.add_argument("--index", metavar="DIR", help="index folder (default: REF.fa.gkx beside the FASTA, "
                         "or ~/.cache/gkmap/<checksum> when that folder is read-only)")
 
@@ -31,9 +31,11 @@ def run(args):
         build_neighbourhood(args.reference, mask, DEFAULT_NB_LEN if args.nb_len is None else args.nb_len, args.index,
                             args.device)
         return 0
-    if args.device != "cpu":
-        raise UsageError("--device cuda builds the neighbourhood index only (--index-kind neighbourhood)")
     if nb_flags:
         raise UsageError(f"{nb_flags[0]} needs --index-kind neighbourhood")
-    build_index(args.reference, DEFAULT_WS if args.ws is None else args.ws, args.index)
+    if args.device == "cuda":
+        from mapper.backends.base import cuda_available
+        if not cuda_available():
+            raise UsageError("--device cuda: no CUDA GPU or no pycuda here (install gkmap[gpu]); use --device cpu")
+    build_index(args.reference, DEFAULT_WS if args.ws is None else args.ws, args.index, args.device)
     return 0

@@ -117,6 +117,11 @@ class CudaKernels:
             keys, keys_alt = keys_alt, keys
         return keys, keys_alt, values, values_alt
 
+    def sort_keys(self, keys, n, bits):
+        """The n uint64 keys at device buffer `keys` sorted by bits [0, bits) (stable LSD); returns the buffer
+        that holds them sorted (`keys` itself or a new one). The mapper's GPU index build uses it."""
+        return self._radix_passes(keys, cuda.empty(8 * n), n, bits)[0]
+
     def sort_rle(self, channels, stride, n, bits, weights=None):
         """Sort + RLE of n keys on the device: channel c at channels + 8 c stride (the buffer is used as
         scratch), significant bits bits[c], weights a device uint64 [n] or None.
