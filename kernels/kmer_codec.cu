@@ -11,7 +11,11 @@
  *
  * JIT constants (-D): BLOCK threads per block.
  */
-#include <stdint.h>
+/* No #include: PyCUDA runs the preprocessor on every load of a source that has one (to hash what it
+ * includes), which costs more than the whole count of a small genome. */
+typedef unsigned char u8;
+typedef unsigned int u32;
+typedef unsigned long long u64;
 
 #ifndef BLOCK
 #define BLOCK 256
@@ -28,24 +32,24 @@ static inline int __clzll(unsigned long long x) { return x ? __builtin_clzll(x) 
  * the kept keys and counts are compacted (out_stride between output channels).
  * ------------------------------------------------------------------------------------------------------- */
 
-extern "C" __global__ void count_keep(const uint64_t *counts, uint32_t n, uint64_t min_count, uint32_t *flags)
+extern "C" __global__ void count_keep(const u64 *counts, u32 n, u64 min_count, u32 *flags)
 {
-    uint32_t i = blockIdx.x * BLOCK + threadIdx.x;
+    u32 i = blockIdx.x * BLOCK + threadIdx.x;
     if (i < n)
         flags[i] = counts[i] >= min_count;
 }
 
-extern "C" __global__ void keep_pairs(const uint64_t *keys, uint32_t stride, uint32_t channels,
-                                      const uint64_t *counts, uint32_t n, const uint32_t *flags,
-                                      const uint32_t *out_at, uint64_t *keys_out, uint32_t out_stride,
-                                      uint64_t *counts_out)
+extern "C" __global__ void keep_pairs(const u64 *keys, u32 stride, u32 channels,
+                                      const u64 *counts, u32 n, const u32 *flags,
+                                      const u32 *out_at, u64 *keys_out, u32 out_stride,
+                                      u64 *counts_out)
 {
-    uint32_t i = blockIdx.x * BLOCK + threadIdx.x;
+    u32 i = blockIdx.x * BLOCK + threadIdx.x;
     if (i >= n || !flags[i])
         return;
-    uint32_t r = out_at[i];
+    u32 r = out_at[i];
     counts_out[r] = counts[i];
-    for (uint32_t c = 0; c < channels; ++c)
+    for (u32 c = 0; c < channels; ++c)
         keys_out[(size_t)c * out_stride + r] = keys[(size_t)c * stride + i];
 }
 
@@ -55,15 +59,15 @@ extern "C" __global__ void keep_pairs(const uint64_t *keys, uint32_t stride, uin
  * once, also empty ones.
  * ------------------------------------------------------------------------------------------------------- */
 
-extern "C" __global__ void bin_starts(const uint64_t *key0, uint32_t n, uint32_t shift, uint32_t bins,
-                                      uint32_t *starts)
+extern "C" __global__ void bin_starts(const u64 *key0, u32 n, u32 shift, u32 bins,
+                                      u32 *starts)
 {
-    uint32_t i = blockIdx.x * BLOCK + threadIdx.x;
+    u32 i = blockIdx.x * BLOCK + threadIdx.x;
     if (i > n)
         return;
-    uint32_t from = i == 0 ? 0 : (uint32_t)(key0[i - 1] >> shift) + 1;
-    uint32_t to = i == n ? bins : (uint32_t)(key0[i] >> shift);
-    for (uint32_t b = from; b <= to; ++b)
+    u32 from = i == 0 ? 0 : (u32)(key0[i - 1] >> shift) + 1;
+    u32 to = i == n ? bins : (u32)(key0[i] >> shift);
+    for (u32 b = from; b <= to; ++b)
         starts[b] = i;
 }
 
@@ -78,50 +82,50 @@ extern "C" __global__ void bin_starts(const uint64_t *key0, uint32_t n, uint32_t
  *              is where the bin's channel c starts in the buffer minus its first key's position (mod 2^64).
  * ------------------------------------------------------------------------------------------------------- */
 
-__device__ __forceinline__ uint64_t vlq_size(uint64_t v)
+__device__ __forceinline__ u64 vlq_size(u64 v)
 {
-    uint32_t bits = 64 - __clzll(v | 1);
+    u32 bits = 64 - __clzll(v | 1);
     return (bits + 6) / 7;
 }
 
-extern "C" __global__ void vlq_sizes(const uint64_t *keys, uint32_t stride, uint32_t channels, uint32_t n,
-                                     uint32_t shift, uint64_t *values, uint64_t *sizes)
+extern "C" __global__ void vlq_sizes(const u64 *keys, u32 stride, u32 channels, u32 n,
+                                     u32 shift, u64 *values, u64 *sizes)
 {
-    uint32_t i = blockIdx.x * BLOCK + threadIdx.x;
+    u32 i = blockIdx.x * BLOCK + threadIdx.x;
     if (i > n)
         return;
     if (i == n) {
-        for (uint32_t c = 0; c < channels; ++c)
+        for (u32 c = 0; c < channels; ++c)
             sizes[(size_t)c * (n + 1) + n] = 0;
         return;
     }
     bool same = i > 0 && (keys[i] >> shift) == (keys[i - 1] >> shift);
-    for (uint32_t c = 0; c < channels; ++c) {
-        uint64_t key = keys[(size_t)c * stride + i];
-        uint64_t previous = i > 0 ? keys[(size_t)c * stride + i - 1] : 0;
-        uint64_t value = same ? key - previous : key;
+    for (u32 c = 0; c < channels; ++c) {
+        u64 key = keys[(size_t)c * stride + i];
+        u64 previous = i > 0 ? keys[(size_t)c * stride + i - 1] : 0;
+        u64 value = same ? key - previous : key;
         values[(size_t)c * n + i] = value;
         sizes[(size_t)c * (n + 1) + i] = vlq_size(value);
         same = same && key == previous;
     }
 }
 
-extern "C" __global__ void vlq_write(const uint64_t *values, const uint64_t *positions, const uint64_t *key0,
-                                     uint32_t channels, uint32_t n, uint32_t shift, uint32_t bins,
-                                     const uint64_t *chan_base, uint8_t *out)
+extern "C" __global__ void vlq_write(const u64 *values, const u64 *positions, const u64 *key0,
+                                     u32 channels, u32 n, u32 shift, u32 bins,
+                                     const u64 *chan_base, u8 *out)
 {
-    uint32_t i = blockIdx.x * BLOCK + threadIdx.x;
+    u32 i = blockIdx.x * BLOCK + threadIdx.x;
     if (i >= n)
         return;
-    uint32_t bin = (uint32_t)(key0[i] >> shift);
-    for (uint32_t c = 0; c < channels; ++c) {
-        uint64_t value = values[(size_t)c * n + i];
-        uint8_t *at = out + (chan_base[(size_t)c * bins + bin] + positions[(size_t)c * (n + 1) + i]);
+    u32 bin = (u32)(key0[i] >> shift);
+    for (u32 c = 0; c < channels; ++c) {
+        u64 value = values[(size_t)c * n + i];
+        u8 *at = out + (chan_base[(size_t)c * bins + bin] + positions[(size_t)c * (n + 1) + i]);
         while (value >= 0x80) {
-            *at++ = (uint8_t)(value | 0x80);
+            *at++ = (u8)(value | 0x80);
             value >>= 7;
         }
-        *at = (uint8_t)value;
+        *at = (u8)value;
     }
 }
 
@@ -139,16 +143,16 @@ extern "C" __global__ void vlq_write(const uint64_t *values, const uint64_t *pos
  *              little-endian byte by byte (bins start at any byte).
  * ------------------------------------------------------------------------------------------------------- */
 
-__constant__ uint8_t S8B_SELECTOR[12] = {2, 3, 4, 5, 6, 7, 10, 11, 12, 13, 14, 15};
-__constant__ uint8_t S8B_N[12] = {60, 30, 20, 15, 12, 10, 6, 5, 4, 3, 2, 1};
-__constant__ uint8_t S8B_BITS[12] = {1, 2, 3, 4, 5, 6, 10, 12, 15, 20, 30, 60};
+__constant__ u8 S8B_SELECTOR[12] = {2, 3, 4, 5, 6, 7, 10, 11, 12, 13, 14, 15};
+__constant__ u8 S8B_N[12] = {60, 30, 20, 15, 12, 10, 6, 5, 4, 3, 2, 1};
+__constant__ u8 S8B_BITS[12] = {1, 2, 3, 4, 5, 6, 10, 12, 15, 20, 30, 60};
 
 /* The bin of global block g: the last b with block_first[b] <= g (binary search over bins + 1 entries). */
-__device__ __forceinline__ uint32_t bin_of_block(const uint32_t *block_first, uint32_t bins, uint32_t g)
+__device__ __forceinline__ u32 bin_of_block(const u32 *block_first, u32 bins, u32 g)
 {
-    uint32_t lo = 0, hi = bins;  /* block_first[lo] <= g < block_first[hi] */
+    u32 lo = 0, hi = bins;  /* block_first[lo] <= g < block_first[hi] */
     while (hi - lo > 1) {
-        uint32_t mid = (lo + hi) / 2;
+        u32 mid = (lo + hi) / 2;
         if (block_first[mid] <= g)
             lo = mid;
         else
@@ -157,49 +161,49 @@ __device__ __forceinline__ uint32_t bin_of_block(const uint32_t *block_first, ui
     return lo;
 }
 
-extern "C" __global__ void s8b_words(const uint64_t *counts, const uint32_t *starts, const uint32_t *block_first,
-                                     uint32_t bins, uint32_t blocks, uint32_t *words, uint8_t *choice)
+extern "C" __global__ void s8b_words(const u64 *counts, const u32 *starts, const u32 *block_first,
+                                     u32 bins, u32 blocks, u32 *words, u8 *choice)
 {
-    uint32_t g = blockIdx.x * BLOCK + threadIdx.x;
+    u32 g = blockIdx.x * BLOCK + threadIdx.x;
     if (g > blocks)
         return;
     if (g == blocks) {
         words[g] = 0;
         return;
     }
-    uint32_t b = bin_of_block(block_first, bins, g);
-    uint32_t lo = starts[b] + S8B_BLOCK * (g - block_first[b]);
-    uint32_t hi = lo + S8B_BLOCK < starts[b + 1] ? lo + S8B_BLOCK : starts[b + 1];
-    uint64_t widest = 0;
-    for (uint32_t i = lo; i < hi; ++i)
+    u32 b = bin_of_block(block_first, bins, g);
+    u32 lo = starts[b] + S8B_BLOCK * (g - block_first[b]);
+    u32 hi = lo + S8B_BLOCK < starts[b + 1] ? lo + S8B_BLOCK : starts[b + 1];
+    u64 widest = 0;
+    for (u32 i = lo; i < hi; ++i)
         widest = counts[i] - 1 > widest ? counts[i] - 1 : widest;
-    uint32_t s = 0;
+    u32 s = 0;
     while (s < 11 && widest >= (1ull << S8B_BITS[s]))
         ++s;
     words[g] = S8B_BLOCK / S8B_N[s];
-    choice[g] = (uint8_t)s;
+    choice[g] = (u8)s;
 }
 
-extern "C" __global__ void s8b_pack(const uint64_t *counts, const uint32_t *starts, const uint32_t *block_first,
-                                    uint32_t bins, uint32_t blocks, const uint8_t *choice, const uint32_t *word_at,
-                                    const uint64_t *word_base, uint8_t *out)
+extern "C" __global__ void s8b_pack(const u64 *counts, const u32 *starts, const u32 *block_first,
+                                    u32 bins, u32 blocks, const u8 *choice, const u32 *word_at,
+                                    const u64 *word_base, u8 *out)
 {
-    uint32_t g = blockIdx.x * BLOCK + threadIdx.x;
+    u32 g = blockIdx.x * BLOCK + threadIdx.x;
     if (g >= blocks)
         return;
-    uint32_t b = bin_of_block(block_first, bins, g);
-    uint32_t lo = starts[b] + S8B_BLOCK * (g - block_first[b]), end = starts[b + 1];
-    uint32_t s = choice[g], per_word = S8B_N[s], bits = S8B_BITS[s];
-    uint8_t *at = out + (word_base[b] + 8ull * word_at[g]);
-    for (uint32_t w = 0; w < S8B_BLOCK / per_word; ++w) {
-        uint64_t word = (uint64_t)S8B_SELECTOR[s] << 60;
-        for (uint32_t v = 0; v < per_word; ++v) {
-            uint32_t i = lo + w * per_word + v;
+    u32 b = bin_of_block(block_first, bins, g);
+    u32 lo = starts[b] + S8B_BLOCK * (g - block_first[b]), end = starts[b + 1];
+    u32 s = choice[g], per_word = S8B_N[s], bits = S8B_BITS[s];
+    u8 *at = out + (word_base[b] + 8ull * word_at[g]);
+    for (u32 w = 0; w < S8B_BLOCK / per_word; ++w) {
+        u64 word = (u64)S8B_SELECTOR[s] << 60;
+        for (u32 v = 0; v < per_word; ++v) {
+            u32 i = lo + w * per_word + v;
             if (i < end)
                 word |= (counts[i] - 1) << (v * bits);
         }
         for (int byte = 0; byte < 8; ++byte)
-            *at++ = (uint8_t)(word >> (8 * byte));
+            *at++ = (u8)(word >> (8 * byte));
     }
 }
 
@@ -209,14 +213,14 @@ extern "C" __global__ void s8b_pack(const uint64_t *counts, const uint32_t *star
  * (the channel's bytes before bin b).
  * ------------------------------------------------------------------------------------------------------- */
 
-extern "C" __global__ void bin_marks(const uint32_t *starts, const uint32_t *block_first, uint32_t bins,
-                                     const uint32_t *word_at, const uint64_t *positions, uint32_t channels,
-                                     uint32_t n, uint64_t *words_at, uint64_t *pos_at)
+extern "C" __global__ void bin_marks(const u32 *starts, const u32 *block_first, u32 bins,
+                                     const u32 *word_at, const u64 *positions, u32 channels,
+                                     u32 n, u64 *words_at, u64 *pos_at)
 {
-    uint32_t b = blockIdx.x * BLOCK + threadIdx.x;
+    u32 b = blockIdx.x * BLOCK + threadIdx.x;
     if (b > bins)
         return;
     words_at[b] = word_at[block_first[b]];
-    for (uint32_t c = 0; c < channels; ++c)
+    for (u32 c = 0; c < channels; ++c)
         pos_at[(size_t)c * (bins + 1) + b] = positions[(size_t)c * (n + 1) + starts[b]];
 }

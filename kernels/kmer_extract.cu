@@ -9,7 +9,19 @@
  * Keys: a k-mer is C = ceil(k/32) uint64 channels; channel c holds bases 32c .. min(32c+32, k) - 1, first
  * base most significant, right-aligned; channel-major output (channel c of key i at keys[c * stride + i]).
  */
-#include "common.cuh"
+/* No #include: PyCUDA runs the preprocessor on every load of a source that has one (to hash what it
+ * includes), which costs more than the whole count of a small genome. */
+typedef unsigned char u8;
+typedef unsigned int u32;
+typedef unsigned long long u64;
+
+#ifndef CODE_A  /* the 2-bit code comes as -D from mapper/alphabet.py (kernels/common.cuh); for `make ptx` */
+#define CODE_A 0
+#define CODE_C 1
+#define CODE_G 2
+#define CODE_T 3
+#define CODE_N 4
+#endif
 
 #ifndef BLOCK
 #define BLOCK 256
@@ -33,18 +45,18 @@
  *   keep_compact   out[out_at[i]] = code[i] for the kept bytes, and *odd = 1 if any of them is ODD.
  * ------------------------------------------------------------------------------------------------------- */
 
-__device__ __forceinline__ bool is_space(uint8_t b)
+__device__ __forceinline__ bool is_space(u8 b)
 {
     return b == ' ' || (b >= '\t' && b <= '\r') || (b >= 0x1c && b <= 0x1f);
 }
 
-extern "C" __global__ void fasta_bytes(const uint8_t *text, uint32_t n, uint8_t *codes)
+extern "C" __global__ void fasta_bytes(const u8 *text, u32 n, u8 *codes)
 {
-    uint32_t i = blockIdx.x * BLOCK + threadIdx.x;
+    u32 i = blockIdx.x * BLOCK + threadIdx.x;
     if (i >= n)
         return;
-    uint8_t b = text[i], upper = b & 0xDF;
-    uint8_t code = upper == 'A' ? CODE_A : upper == 'C' ? CODE_C : upper == 'G' ? CODE_G
+    u8 b = text[i], upper = b & 0xDF;
+    u8 code = upper == 'A' ? CODE_A : upper == 'C' ? CODE_C : upper == 'G' ? CODE_G
                  : upper == 'T' ? CODE_T : CODE_N;
     if (b == '\n')
         code = CODE_SKIP;
@@ -53,31 +65,31 @@ extern "C" __global__ void fasta_bytes(const uint8_t *text, uint32_t n, uint8_t 
     codes[i] = code;
 }
 
-extern "C" __global__ void fasta_lines(const uint8_t *text, uint32_t n, uint8_t *codes)
+extern "C" __global__ void fasta_lines(const u8 *text, u32 n, u8 *codes)
 {
-    uint32_t i = blockIdx.x * BLOCK + threadIdx.x;
+    u32 i = blockIdx.x * BLOCK + threadIdx.x;
     if (i >= n || (i > 0 && text[i - 1] != '\n'))
         return;
     if (text[i] == '#') {
         codes[i] = CODE_ODD;
     } else if (text[i] == '>') {
         codes[i] = CODE_N;
-        for (uint32_t j = i + 1; j < n && text[j] != '\n'; ++j)
+        for (u32 j = i + 1; j < n && text[j] != '\n'; ++j)
             codes[j] = CODE_SKIP;
     }
 }
 
-extern "C" __global__ void keep_flags(const uint8_t *codes, uint32_t n, uint32_t *flags)
+extern "C" __global__ void keep_flags(const u8 *codes, u32 n, u32 *flags)
 {
-    uint32_t i = blockIdx.x * BLOCK + threadIdx.x;
+    u32 i = blockIdx.x * BLOCK + threadIdx.x;
     if (i < n)
         flags[i] = codes[i] != CODE_SKIP;
 }
 
-extern "C" __global__ void keep_compact(const uint8_t *codes, uint32_t n, const uint32_t *out_at, uint8_t *out,
-                                        uint32_t *odd)
+extern "C" __global__ void keep_compact(const u8 *codes, u32 n, const u32 *out_at, u8 *out,
+                                        u32 *odd)
 {
-    uint32_t i = blockIdx.x * BLOCK + threadIdx.x;
+    u32 i = blockIdx.x * BLOCK + threadIdx.x;
     if (i >= n || codes[i] == CODE_SKIP)
         return;
     out[out_at[i]] = codes[i];
@@ -99,17 +111,17 @@ extern "C" __global__ void keep_compact(const uint8_t *codes, uint32_t n, const 
  *                the k-mer at p) and the lexicographically smaller key is kept (channel 0 first).
  * ------------------------------------------------------------------------------------------------------- */
 
-extern "C" __global__ void pack_words(const uint8_t *codes, uint32_t n, uint32_t words, uint32_t reverse,
-                                      uint64_t *packed, uint32_t *bad)
+extern "C" __global__ void pack_words(const u8 *codes, u32 n, u32 words, u32 reverse,
+                                      u64 *packed, u32 *bad)
 {
-    uint32_t w = blockIdx.x * BLOCK + threadIdx.x;
+    u32 w = blockIdx.x * BLOCK + threadIdx.x;
     if (w >= words)
         return;
-    uint64_t word = 0;
-    uint32_t mask = 0;
-    for (uint32_t j = 0; j < 32; ++j) {
-        uint32_t q = w * 32 + j;
-        uint8_t code = CODE_N;
+    u64 word = 0;
+    u32 mask = 0;
+    for (u32 j = 0; j < 32; ++j) {
+        u32 q = w * 32 + j;
+        u8 code = CODE_N;
         if (q < n)
             code = reverse ? codes[n - 1 - q] : codes[q];
         if (code > CODE_T)
@@ -122,58 +134,58 @@ extern "C" __global__ void pack_words(const uint8_t *codes, uint32_t n, uint32_t
     bad[w] = mask;
 }
 
-extern "C" __global__ void kmer_flags(const uint32_t *bad, uint32_t windows, uint32_t k, uint32_t *flags)
+extern "C" __global__ void kmer_flags(const u32 *bad, u32 windows, u32 k, u32 *flags)
 {
-    uint32_t p = blockIdx.x * BLOCK + threadIdx.x;
+    u32 p = blockIdx.x * BLOCK + threadIdx.x;
     if (p >= windows)
         return;
-    uint32_t last = p + k - 1, good = 1;
-    for (uint32_t w = p / 32; w <= last / 32 && good; ++w) {
-        uint32_t lo = w * 32 > p ? 0 : p - w * 32;
-        uint32_t hi = last - w * 32 < 31 ? last - w * 32 : 31;
-        uint32_t span = (hi == 31 ? 0xffffffffu : (1u << (hi + 1)) - 1u) & ~((1u << lo) - 1u);
+    u32 last = p + k - 1, good = 1;
+    for (u32 w = p / 32; w <= last / 32 && good; ++w) {
+        u32 lo = w * 32 > p ? 0 : p - w * 32;
+        u32 hi = last - w * 32 < 31 ? last - w * 32 : 31;
+        u32 span = (hi == 31 ? 0xffffffffu : (1u << (hi + 1)) - 1u) & ~((1u << lo) - 1u);
         good = (bad[w] & span) == 0;
     }
     flags[p] = good;
 }
 
 /* The channel of 2 * len bits (len <= 32 bases) starting at base `start` of a packed sequence. */
-__device__ __forceinline__ uint64_t channel_at(const uint64_t *packed, uint32_t start, uint32_t len)
+__device__ __forceinline__ u64 channel_at(const u64 *packed, u32 start, u32 len)
 {
-    uint32_t w = start / 32, o = start % 32;
-    uint64_t bits = packed[w] << (2 * o);
+    u32 w = start / 32, o = start % 32;
+    u64 bits = packed[w] << (2 * o);
     if (o)
         bits |= packed[w + 1] >> (64 - 2 * o);
     return len == 32 ? bits : bits >> (64 - 2 * len);
 }
 
-extern "C" __global__ void kmer_keys(const uint64_t *packed, const uint64_t *packed_rc, uint32_t n, uint32_t k,
-                                     uint32_t channels, const uint32_t *flags, const uint32_t *out_at,
-                                     uint32_t windows, uint64_t *keys, uint32_t stride)
+extern "C" __global__ void kmer_keys(const u64 *packed, const u64 *packed_rc, u32 n, u32 k,
+                                     u32 channels, const u32 *flags, const u32 *out_at,
+                                     u32 windows, u64 *keys, u32 stride)
 {
-    uint32_t p = blockIdx.x * BLOCK + threadIdx.x;
+    u32 p = blockIdx.x * BLOCK + threadIdx.x;
     if (p >= windows || !flags[p])
         return;
-    uint64_t *out = keys + out_at[p];
-    uint32_t last_len = k - 32 * (channels - 1);
+    u64 *out = keys + out_at[p];
+    u32 last_len = k - 32 * (channels - 1);
     if (!packed_rc) {
-        for (uint32_t c = 0; c < channels; ++c)
+        for (u32 c = 0; c < channels; ++c)
             out[(size_t)c * stride] = channel_at(packed, p + 32 * c, c + 1 < channels ? 32 : last_len);
         return;
     }
     /* canonical: decide on the first channel that differs, then write the chosen strand */
-    uint32_t q = n - k - p;
+    u32 q = n - k - p;
     int use_rc = 0;
-    for (uint32_t c = 0; c < channels; ++c) {
-        uint32_t len = c + 1 < channels ? 32 : last_len;
-        uint64_t fwd = channel_at(packed, p + 32 * c, len), rev = channel_at(packed_rc, q + 32 * c, len);
+    for (u32 c = 0; c < channels; ++c) {
+        u32 len = c + 1 < channels ? 32 : last_len;
+        u64 fwd = channel_at(packed, p + 32 * c, len), rev = channel_at(packed_rc, q + 32 * c, len);
         if (fwd != rev) {
             use_rc = rev < fwd;
             break;
         }
     }
-    for (uint32_t c = 0; c < channels; ++c) {
-        uint32_t len = c + 1 < channels ? 32 : last_len;
+    for (u32 c = 0; c < channels; ++c) {
+        u32 len = c + 1 < channels ? 32 : last_len;
         out[(size_t)c * stride] = use_rc ? channel_at(packed_rc, q + 32 * c, len) : channel_at(packed, p + 32 * c, len);
     }
 }

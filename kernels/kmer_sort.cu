@@ -10,7 +10,11 @@
  * JIT constants (-D): BLOCK threads per block (a multiple of 32; every launch of this file uses it),
  * ITEMS items per thread of a tile, TILE = BLOCK * ITEMS.
  */
-#include <stdint.h>
+/* No #include: PyCUDA runs the preprocessor on every load of a source that has one (to hash what it
+ * includes), which costs more than the whole count of a small genome. */
+typedef unsigned char u8;
+typedef unsigned int u32;
+typedef unsigned long long u64;
 
 #ifndef BLOCK
 #define BLOCK 256
@@ -24,7 +28,7 @@
 #define RADIX (1 << RADIX_BITS)
 #define FULL_MASK 0xffffffffu
 
-#define DIGIT(key, shift) ((uint32_t)((key) >> (shift)) & (RADIX - 1))
+#define DIGIT(key, shift) ((u32)((key) >> (shift)) & (RADIX - 1))
 
 /* ---------------------------------------------------------------------------------------------------------
  * Exclusive prefix sum, in place, of n items (the host recurses on the tile totals):
@@ -35,13 +39,13 @@
  *   scan_add    adds the (scanned) total of the tiles before to every item of a tile.
  */
 template <typename T>
-__device__ void scan_tile(T *data, uint32_t n, T *tile_sums)
+__device__ void scan_tile(T *data, u32 n, T *tile_sums)
 {
     __shared__ T tile[TILE];
     __shared__ T sums[BLOCK];
     size_t base = (size_t)blockIdx.x * TILE;
     for (int j = 0; j < ITEMS; ++j) {
-        uint32_t t = j * BLOCK + threadIdx.x;
+        u32 t = j * BLOCK + threadIdx.x;
         tile[t] = base + t < n ? data[base + t] : 0;
     }
     __syncthreads();
@@ -58,14 +62,14 @@ __device__ void scan_tile(T *data, uint32_t n, T *tile_sums)
     }
     T running = sums[threadIdx.x] - own;
     for (int j = 0; j < ITEMS; ++j) {
-        uint32_t t = threadIdx.x * ITEMS + j;
+        u32 t = threadIdx.x * ITEMS + j;
         T value = tile[t];
         tile[t] = running;
         running += value;
     }
     __syncthreads();
     for (int j = 0; j < ITEMS; ++j) {
-        uint32_t t = j * BLOCK + threadIdx.x;
+        u32 t = j * BLOCK + threadIdx.x;
         if (base + t < n)
             data[base + t] = tile[t];
     }
@@ -74,7 +78,7 @@ __device__ void scan_tile(T *data, uint32_t n, T *tile_sums)
 }
 
 template <typename T>
-__device__ void scan_add(T *data, uint32_t n, const T *tile_offsets)
+__device__ void scan_add(T *data, u32 n, const T *tile_offsets)
 {
     size_t base = (size_t)blockIdx.x * TILE;
     for (int j = 0; j < ITEMS; ++j) {
@@ -84,24 +88,24 @@ __device__ void scan_add(T *data, uint32_t n, const T *tile_offsets)
     }
 }
 
-extern "C" __global__ void scan_tiles_u32(uint32_t *data, uint32_t n, uint32_t *tile_sums)
+extern "C" __global__ void scan_tiles_u32(u32 *data, u32 n, u32 *tile_sums)
 {
-    scan_tile<uint32_t>(data, n, tile_sums);
+    scan_tile<u32>(data, n, tile_sums);
 }
 
-extern "C" __global__ void scan_tiles_u64(uint64_t *data, uint32_t n, uint64_t *tile_sums)
+extern "C" __global__ void scan_tiles_u64(u64 *data, u32 n, u64 *tile_sums)
 {
-    scan_tile<uint64_t>(data, n, tile_sums);
+    scan_tile<u64>(data, n, tile_sums);
 }
 
-extern "C" __global__ void scan_add_u32(uint32_t *data, uint32_t n, const uint32_t *tile_offsets)
+extern "C" __global__ void scan_add_u32(u32 *data, u32 n, const u32 *tile_offsets)
 {
-    scan_add<uint32_t>(data, n, tile_offsets);
+    scan_add<u32>(data, n, tile_offsets);
 }
 
-extern "C" __global__ void scan_add_u64(uint64_t *data, uint32_t n, const uint64_t *tile_offsets)
+extern "C" __global__ void scan_add_u64(u64 *data, u32 n, const u64 *tile_offsets)
 {
-    scan_add<uint64_t>(data, n, tile_offsets);
+    scan_add<u64>(data, n, tile_offsets);
 }
 
 /* ---------------------------------------------------------------------------------------------------------
@@ -127,38 +131,38 @@ extern "C" __global__ void scan_add_u64(uint64_t *data, uint32_t n, const uint64
  * ------------------------------------------------------------------------------------------------------- */
 
 /* The lanes of the warp (among `active`) whose digit equals this lane's. */
-__device__ __forceinline__ uint32_t same_digit_lanes(uint32_t digit, uint32_t active)
+__device__ __forceinline__ u32 same_digit_lanes(u32 digit, u32 active)
 {
-    uint32_t peers = active;
+    u32 peers = active;
 #pragma unroll
     for (int b = 0; b < RADIX_BITS; ++b) {
-        uint32_t bit = (digit >> b) & 1u;
-        uint32_t vote = __ballot_sync(FULL_MASK, bit);
+        u32 bit = (digit >> b) & 1u;
+        u32 vote = __ballot_sync(FULL_MASK, bit);
         peers &= bit ? vote : ~vote;
     }
     return peers;
 }
 
-extern "C" __global__ void radix_histogram(const uint64_t *keys, uint32_t n, uint32_t shift, uint32_t *counts)
+extern "C" __global__ void radix_histogram(const u64 *keys, u32 n, u32 shift, u32 *counts)
 {
-    __shared__ uint32_t hist[WARPS][RADIX];
+    __shared__ u32 hist[WARPS][RADIX];
     for (int d = threadIdx.x; d < WARPS * RADIX; d += BLOCK)
         (&hist[0][0])[d] = 0;
     __syncthreads();
-    uint32_t warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    u32 warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     size_t base = (size_t)blockIdx.x * TILE + (size_t)warp * ITEMS * 32;
     for (int j = 0; j < ITEMS; ++j) {
         size_t i = base + (size_t)j * 32 + lane;
         bool valid = i < n;
-        uint32_t digit = valid ? DIGIT(keys[i], shift) : 0;
-        uint32_t peers = same_digit_lanes(digit, __ballot_sync(FULL_MASK, valid));
+        u32 digit = valid ? DIGIT(keys[i], shift) : 0;
+        u32 peers = same_digit_lanes(digit, __ballot_sync(FULL_MASK, valid));
         if (valid && lane == __ffs(peers) - 1)
             hist[warp][digit] += __popc(peers);
         __syncwarp();
     }
     __syncthreads();
     for (int d = threadIdx.x; d < RADIX; d += BLOCK) {
-        uint32_t total = 0;
+        u32 total = 0;
         for (int w = 0; w < WARPS; ++w)
             total += hist[w][d];
         counts[(size_t)d * gridDim.x + blockIdx.x] = total;
@@ -166,32 +170,32 @@ extern "C" __global__ void radix_histogram(const uint64_t *keys, uint32_t n, uin
 }
 
 template <bool VALUES>
-__device__ void radix_scatter(const uint64_t *keys_in, const uint32_t *values_in, uint64_t *keys_out,
-                              uint32_t *values_out, uint32_t n, uint32_t shift, const uint32_t *offsets)
+__device__ void radix_scatter(const u64 *keys_in, const u32 *values_in, u64 *keys_out,
+                              u32 *values_out, u32 n, u32 shift, const u32 *offsets)
 {
-    __shared__ uint64_t tile_keys[TILE];
-    __shared__ uint32_t tile_values[VALUES ? TILE : 1];
-    __shared__ uint32_t warp_count[WARPS][RADIX];  /* per warp and digit: count, then first rank in the tile */
-    __shared__ uint32_t digit_first[RADIX];        /* the digit's first slot in the tile */
-    __shared__ uint32_t digit_out[RADIX];          /* the digit's first slot in the output, for this tile */
+    __shared__ u64 tile_keys[TILE];
+    __shared__ u32 tile_values[VALUES ? TILE : 1];
+    __shared__ u32 warp_count[WARPS][RADIX];  /* per warp and digit: count, then first rank in the tile */
+    __shared__ u32 digit_first[RADIX];        /* the digit's first slot in the tile */
+    __shared__ u32 digit_out[RADIX];          /* the digit's first slot in the output, for this tile */
     for (int d = threadIdx.x; d < WARPS * RADIX; d += BLOCK)
         (&warp_count[0][0])[d] = 0;
     __syncthreads();
 
-    uint32_t warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    u32 warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     size_t tile_base = (size_t)blockIdx.x * TILE;
     size_t base = tile_base + (size_t)warp * ITEMS * 32;
-    uint64_t key[ITEMS];
-    uint32_t value[ITEMS], rank[ITEMS];
+    u64 key[ITEMS];
+    u32 value[ITEMS], rank[ITEMS];
     for (int j = 0; j < ITEMS; ++j) {
         size_t i = base + (size_t)j * 32 + lane;
         bool valid = i < n;
         key[j] = valid ? keys_in[i] : 0;
         if (VALUES)
             value[j] = valid ? values_in[i] : 0;
-        uint32_t digit = DIGIT(key[j], shift);
-        uint32_t peers = same_digit_lanes(digit, __ballot_sync(FULL_MASK, valid));
-        uint32_t before = warp_count[warp][digit];
+        u32 digit = DIGIT(key[j], shift);
+        u32 peers = same_digit_lanes(digit, __ballot_sync(FULL_MASK, valid));
+        u32 before = warp_count[warp][digit];
         rank[j] = before + __popc(peers & ((1u << lane) - 1u));
         __syncwarp();
         if (valid && lane == __ffs(peers) - 1)
@@ -200,9 +204,9 @@ __device__ void radix_scatter(const uint64_t *keys_in, const uint32_t *values_in
     }
     __syncthreads();
     for (int d = threadIdx.x; d < RADIX; d += BLOCK) {
-        uint32_t sum = 0;
+        u32 sum = 0;
         for (int w = 0; w < WARPS; ++w) {
-            uint32_t c = warp_count[w][d];
+            u32 c = warp_count[w][d];
             warp_count[w][d] = sum;
             sum += c;
         }
@@ -212,18 +216,18 @@ __device__ void radix_scatter(const uint64_t *keys_in, const uint32_t *values_in
     __syncthreads();
     if (warp == 0) {  /* exclusive scan of the RADIX digit totals: each lane scans RADIX / 32 of them */
         const int per_lane = RADIX / 32;
-        uint32_t own[per_lane], total = 0;
+        u32 own[per_lane], total = 0;
         for (int q = 0; q < per_lane; ++q) {
             own[q] = digit_first[lane * per_lane + q];
             total += own[q];
         }
-        uint32_t inclusive = total;
+        u32 inclusive = total;
         for (int offset = 1; offset < 32; offset <<= 1) {
-            uint32_t up = __shfl_up_sync(FULL_MASK, inclusive, offset);
+            u32 up = __shfl_up_sync(FULL_MASK, inclusive, offset);
             if (lane >= offset)
                 inclusive += up;
         }
-        uint32_t running = inclusive - total;
+        u32 running = inclusive - total;
         for (int q = 0; q < per_lane; ++q) {
             digit_first[lane * per_lane + q] = running;
             running += own[q];
@@ -232,34 +236,34 @@ __device__ void radix_scatter(const uint64_t *keys_in, const uint32_t *values_in
     __syncthreads();
     for (int j = 0; j < ITEMS; ++j) {
         if (base + (size_t)j * 32 + lane < n) {
-            uint32_t digit = DIGIT(key[j], shift);
-            uint32_t slot = digit_first[digit] + warp_count[warp][digit] + rank[j];
+            u32 digit = DIGIT(key[j], shift);
+            u32 slot = digit_first[digit] + warp_count[warp][digit] + rank[j];
             tile_keys[slot] = key[j];
             if (VALUES)
                 tile_values[slot] = value[j];
         }
     }
     __syncthreads();
-    uint32_t in_tile = n - tile_base < TILE ? (uint32_t)(n - tile_base) : TILE;
-    for (uint32_t p = threadIdx.x; p < in_tile; p += BLOCK) {
-        uint64_t k = tile_keys[p];
-        uint32_t digit = DIGIT(k, shift);
-        uint32_t slot = digit_out[digit] + p - digit_first[digit];
+    u32 in_tile = n - tile_base < TILE ? (u32)(n - tile_base) : TILE;
+    for (u32 p = threadIdx.x; p < in_tile; p += BLOCK) {
+        u64 k = tile_keys[p];
+        u32 digit = DIGIT(k, shift);
+        u32 slot = digit_out[digit] + p - digit_first[digit];
         keys_out[slot] = k;
         if (VALUES)
             values_out[slot] = tile_values[p];
     }
 }
 
-extern "C" __global__ void radix_scatter_keys(const uint64_t *keys_in, uint64_t *keys_out, uint32_t n,
-                                              uint32_t shift, const uint32_t *offsets)
+extern "C" __global__ void radix_scatter_keys(const u64 *keys_in, u64 *keys_out, u32 n,
+                                              u32 shift, const u32 *offsets)
 {
     radix_scatter<false>(keys_in, 0, keys_out, 0, n, shift, offsets);
 }
 
-extern "C" __global__ void radix_scatter_pairs(const uint64_t *keys_in, const uint32_t *values_in,
-                                               uint64_t *keys_out, uint32_t *values_out, uint32_t n,
-                                               uint32_t shift, const uint32_t *offsets)
+extern "C" __global__ void radix_scatter_pairs(const u64 *keys_in, const u32 *values_in,
+                                               u64 *keys_out, u32 *values_out, u32 n,
+                                               u32 shift, const u32 *offsets)
 {
     radix_scatter<true>(keys_in, values_in, keys_out, values_out, n, shift, offsets);
 }
@@ -268,33 +272,33 @@ extern "C" __global__ void radix_scatter_pairs(const uint64_t *keys_in, const ui
  * Element-wise helpers, one thread per item.
  * ------------------------------------------------------------------------------------------------------- */
 
-extern "C" __global__ void iota_u32(uint32_t *out, uint32_t n)
+extern "C" __global__ void iota_u32(u32 *out, u32 n)
 {
-    uint32_t i = blockIdx.x * BLOCK + threadIdx.x;
+    u32 i = blockIdx.x * BLOCK + threadIdx.x;
     if (i < n)
         out[i] = i;
 }
 
-extern "C" __global__ void fill_u64(uint64_t *out, uint64_t value, uint32_t n)
+extern "C" __global__ void fill_u64(u64 *out, u64 value, u32 n)
 {
-    uint32_t i = blockIdx.x * BLOCK + threadIdx.x;
+    u32 i = blockIdx.x * BLOCK + threadIdx.x;
     if (i < n)
         out[i] = value;
 }
 
 /* out[i] = in[perm[i]] */
-extern "C" __global__ void gather_u64(const uint64_t *in, const uint32_t *perm, uint64_t *out, uint32_t n)
+extern "C" __global__ void gather_u64(const u64 *in, const u32 *perm, u64 *out, u32 n)
 {
-    uint32_t i = blockIdx.x * BLOCK + threadIdx.x;
+    u32 i = blockIdx.x * BLOCK + threadIdx.x;
     if (i < n)
         out[i] = in[perm[i]];
 }
 
 /* *total += the sum of values[0 .. n): a warp sum by shuffles, then one atomic per warp. */
-extern "C" __global__ void sum_u64(const uint64_t *values, uint32_t n, unsigned long long *total)
+extern "C" __global__ void sum_u64(const u64 *values, u32 n, u64 *total)
 {
-    uint32_t i = blockIdx.x * BLOCK + threadIdx.x;
-    unsigned long long v = i < n ? values[i] : 0;
+    u32 i = blockIdx.x * BLOCK + threadIdx.x;
+    u64 v = i < n ? values[i] : 0;
     for (int offset = 16; offset > 0; offset >>= 1)
         v += __shfl_down_sync(FULL_MASK, v, offset);
     if (threadIdx.x % 32 == 0 && v)
@@ -311,42 +315,42 @@ extern "C" __global__ void sum_u64(const uint64_t *values, uint32_t n, unsigned 
  *                counts already (merging runs); the run of i is run_of[i] + flags[i] - 1.
  * ------------------------------------------------------------------------------------------------------- */
 
-extern "C" __global__ void run_heads(const uint64_t *sorted, uint32_t stride, uint32_t channels, uint32_t n,
-                                     uint32_t *flags)
+extern "C" __global__ void run_heads(const u64 *sorted, u32 stride, u32 channels, u32 n,
+                                     u32 *flags)
 {
-    uint32_t i = blockIdx.x * BLOCK + threadIdx.x;
+    u32 i = blockIdx.x * BLOCK + threadIdx.x;
     if (i >= n)
         return;
-    uint32_t head = i == 0;
-    for (uint32_t c = 0; c < channels && !head; ++c)
+    u32 head = i == 0;
+    for (u32 c = 0; c < channels && !head; ++c)
         head = sorted[(size_t)c * stride + i] != sorted[(size_t)c * stride + i - 1];
     flags[i] = head;
 }
 
-extern "C" __global__ void run_compact(const uint64_t *sorted, uint32_t stride, uint32_t channels, uint32_t n,
-                                       const uint32_t *flags, const uint32_t *run_of, uint32_t runs,
-                                       uint64_t *keys_out, uint32_t *starts)
+extern "C" __global__ void run_compact(const u64 *sorted, u32 stride, u32 channels, u32 n,
+                                       const u32 *flags, const u32 *run_of, u32 runs,
+                                       u64 *keys_out, u32 *starts)
 {
-    uint32_t i = blockIdx.x * BLOCK + threadIdx.x;
+    u32 i = blockIdx.x * BLOCK + threadIdx.x;
     if (i >= n || !flags[i])
         return;
-    uint32_t r = run_of[i];
+    u32 r = run_of[i];
     starts[r] = i;
-    for (uint32_t c = 0; c < channels; ++c)
+    for (u32 c = 0; c < channels; ++c)
         keys_out[(size_t)c * runs + r] = sorted[(size_t)c * stride + i];
 }
 
-extern "C" __global__ void run_lengths(const uint32_t *starts, uint32_t runs, uint32_t n, uint64_t *counts)
+extern "C" __global__ void run_lengths(const u32 *starts, u32 runs, u32 n, u64 *counts)
 {
-    uint32_t r = blockIdx.x * BLOCK + threadIdx.x;
+    u32 r = blockIdx.x * BLOCK + threadIdx.x;
     if (r < runs)
         counts[r] = (r + 1 < runs ? starts[r + 1] : n) - starts[r];
 }
 
-extern "C" __global__ void run_weights(const uint64_t *weights, const uint32_t *perm, const uint32_t *flags,
-                                       const uint32_t *run_of, uint32_t n, unsigned long long *counts)
+extern "C" __global__ void run_weights(const u64 *weights, const u32 *perm, const u32 *flags,
+                                       const u32 *run_of, u32 n, u64 *counts)
 {
-    uint32_t i = blockIdx.x * BLOCK + threadIdx.x;
+    u32 i = blockIdx.x * BLOCK + threadIdx.x;
     if (i < n)
-        atomicAdd(&counts[run_of[i] + flags[i] - 1], (unsigned long long)weights[perm[i]]);
+        atomicAdd(&counts[run_of[i] + flags[i] - 1], weights[perm[i]]);
 }

@@ -291,8 +291,9 @@ def test_host_cuda_pipeline_equals_cpu(host_backend, inputs, tmp_path, k, canoni
 @pytest.mark.parametrize("k, canonical", [(7, False), (40, True)])
 def test_host_cuda_spills_keeps_and_filters_like_cpu(host_backend, inputs, tmp_path, k, canonical, monkeypatch):
     """A tiny budget: runs kept weighted in the buffer (k=7: few distinct) or spilled and merged; and
-    --min-count on the device."""
+    --min-count on the device; tables copied back a few bins at a time."""
     monkeypatch.setattr("mapper.kmers.counter.MIN_CAPACITY", 1 << 9)
+    monkeypatch.setattr(gpu, "GROUP_BYTES", 100)
     memory = (1 << 9) * (24 * (1 + (k > 32)) + 24)
     for min_count in (1, 2):
         want = table_bytes(inputs, tmp_path / "cpu.kmers", k, canonical, backend_module.CpuBackend, memory, min_count)

@@ -17,7 +17,6 @@ into table bytes happen. counter.py drives either one through the same methods:
 `select(device)` picks one; pycuda is imported only when cuda is chosen (mapper.backends.cuda).
 """
 import os
-import zlib
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -53,35 +52,21 @@ def _done(value):
 
 @dataclass
 class EncodedTable:
-    """A table's bins as bytes: per bin its k-mer number, its counts stream then its k-mer stream (`parts`,
-    buffers written one after the other), their lengths, and the sum of all counts."""
+    """A table's bins as bytes: per bin its number of k-mers, the lengths of its counts stream and k-mer
+    stream, and the sum of all counts; `groups` yields (first bin, [buffers of each bin]) in bin order, the
+    buffers of a bin being its data (counts stream then k-mer stream) in pieces. A generator lets the cuda
+    backend copy a group back from the device while the one before is being written."""
 
     n: np.ndarray            # int64 [bins]
-    parts: list              # per bin: a tuple of buffers (empty for an empty bin)
     count_bytes: np.ndarray  # int64 [bins]
     key_bytes: np.ndarray    # int64 [bins]
     total: int
+    groups: object
 
     @classmethod
     def empty(cls, bins):
         zeros = np.zeros(bins, dtype=np.int64)
-        return cls(zeros, [()] * bins, zeros, zeros, 0)
-
-    @classmethod
-    def from_buffer(cls, data, n, count_bytes, key_bytes, total):
-        """Bins laid out back to back in one uint8 buffer (the GPU's)."""
-        ends = np.cumsum(count_bytes + key_bytes)
-        parts = [(data[end - size:end],) if size else () for end, size in zip(ends, count_bytes + key_bytes)]
-        return cls(np.asarray(n, dtype=np.int64), parts, count_bytes, key_bytes, total)
-
-    def crcs(self):
-        """zlib CRC-32 of each bin's data, computed in the thread pool (zlib releases the GIL)."""
-        def crc(parts):
-            value = 0
-            for part in parts:
-                value = zlib.crc32(part, value)
-            return value
-        return list(pool().map(crc, self.parts))
+        return cls(zeros, zeros, zeros, 0, [])
 
 
 class BinnedRun:
@@ -175,8 +160,8 @@ class CpuBackend:
     def encode(self, run, min_count=1):
         bins = list(pool().map(lambda kc: _encode_bin(*kc, min_count), run.bins))
         n, parts, count_bytes, key_bytes, totals = zip(*bins)
-        return EncodedTable(np.array(n, dtype=np.int64), list(parts), np.array(count_bytes, dtype=np.int64),
-                            np.array(key_bytes, dtype=np.int64), sum(totals))
+        return EncodedTable(np.array(n, dtype=np.int64), np.array(count_bytes, dtype=np.int64),
+                            np.array(key_bytes, dtype=np.int64), sum(totals), [(0, list(parts))])
 
     def memory_run(self, run):
         return run

@@ -33,6 +33,7 @@ log = logging.getLogger("gkmap")
 ITEMS = 8  # items per thread of a tile (kmer_sort.cu)
 RADIX_BITS = 8
 S8B_BLOCK = 60
+GROUP_BYTES = 1 << 25  # table bytes copied back from the device at a time
 SOURCES = ("kmer_sort.cu", "kmer_extract.cu", "kmer_codec.cu")
 
 
@@ -129,8 +130,7 @@ class CudaKernels:
         C = len(bits)
         perm = None
         if C == 1 and weights is None:  # the keys themselves, no permutation
-            sorted_keys = self._radix_passes(channels, cuda.empty(8 * n), n, bits[0])[0]
-            sorted_stride = 0  # one channel
+            sorted_keys, sorted_stride = self.sort_keys(channels, n, bits[0]), 0  # one channel: no stride
         else:  # a permutation, sorted by channel C-1 first (each channel gathered in the current order)
             perm, perm_alt = cuda.empty(4 * n), cuda.empty(4 * n)
             digits, digits_alt = cuda.empty(8 * n), cuda.empty(8 * n)
@@ -382,6 +382,17 @@ class CudaBackend:
                     cuda.to_device(np.ascontiguousarray(chan_base, dtype=np.uint64)), out)
         total = cuda.to_device(np.zeros(1, dtype=np.uint64))
         kn.per_item("sum_u64", u, run.counts, _u32(u), total)
-        data = kn.read(out, total_bytes, np.uint8)
-        return EncodedTable.from_buffer(data, n_b, count_bytes.astype(np.int64), key_bytes.astype(np.int64),
-                                        int(kn.read(total, 1, np.uint64)[0]))
+        return EncodedTable(n_b, count_bytes.astype(np.int64), key_bytes.astype(np.int64),
+                            int(kn.read(total, 1, np.uint64)[0]), self._groups(out, sizes.astype(np.int64)))
+
+    def _groups(self, out, sizes):
+        """(first bin, [bin buffers]) for groups of bins of about GROUP_BYTES, each copied back when asked
+        for (EncodedTable.groups): the copy of a group overlaps the writing of the one before."""
+        ends = np.cumsum(sizes)
+        first = 0
+        while first < len(sizes):
+            start = int(ends[first] - sizes[first])
+            last = max(int(np.searchsorted(ends, start + GROUP_BYTES, side="right")), first + 1)
+            data = self.kernels.read(_at(out, start), int(ends[last - 1]) - start, np.uint8)
+            yield first, [(data[e - s - start:e - start],) for e, s in zip(ends[first:last], sizes[first:last])]
+            first = last

@@ -32,7 +32,7 @@ UNREADABLE = (EOFError, UnicodeDecodeError, OSError)
 
 @dataclass
 class Block:
-    data: object   # bytes: FASTA text (is_text); else uint8 codes
+    data: object   # FASTA text (bytes-like, is_text); else uint8 codes
     is_text: bool
     carry: bool    # continues the previous block's sequence
     path: str
@@ -55,18 +55,33 @@ def _line_of(path, offset):
         return f.read(offset).count(b"\n") + 1
 
 
+def _read_into(f, view):
+    """Fill `view` from f as far as the file goes (reads may come short); returns the bytes read."""
+    filled = 0
+    while filled < len(view):
+        got = f.readinto(view[filled:])
+        if not got:
+            break
+        filled += got
+    return filled
+
+
 def _text_blocks(f, head, path, block_bytes):
-    """Blocks of whole lines of the open file f, whose first bytes (already read) are `head`."""
+    """Blocks of whole lines of the open file f, whose first bytes (already read) are `head`. Each block is
+    read into its own buffer behind the partial line left by the block before, and handed on as a
+    memoryview: no copy of the text is made here."""
     pending, offset, carry = head, 0, False
     while True:
-        more = f.read(max(block_bytes, len(pending)))  # growing reads keep a very long line linear
-        data = pending + more if more else pending
-        cut = data.rfind(b"\n") + 1 if more else len(data)
+        buffer = bytearray(len(pending) + max(block_bytes, len(pending)))  # growing: a long line stays linear
+        buffer[:len(pending)] = pending
+        end = len(pending) + _read_into(f, memoryview(buffer)[len(pending):])
+        at_end = end < len(buffer)
+        cut = end if at_end else buffer.rfind(b"\n", 0, end) + 1
         if cut:
-            yield Block(data[:cut], True, carry, path, offset)
+            yield Block(memoryview(buffer)[:cut], True, carry, path, offset)
             offset, carry = offset + cut, True
-        pending = data[cut:]
-        if not more:
+        pending = bytes(buffer[cut:end])
+        if at_end:
             return
 
 

@@ -34,6 +34,7 @@ import numpy as np
 
 from mapper.errors import InputError
 from mapper.kmers import codec
+from mapper.kmers.backend import pool
 from mapper.kmers.binning import bin_bits
 from mapper.kmers.encode import MAX_K, KmerLayout
 
@@ -120,15 +121,38 @@ class TableWriter:
         self.close() if kind is None else self.abort()
 
 
+def _write_bin(fd, offset, parts):
+    """Write a bin's buffers at `offset` of the open file; returns their CRC-32 (both calls release the GIL)."""
+    crc = 0
+    for part in parts:
+        crc = zlib.crc32(part, crc)
+        os.pwrite(fd, part, offset)
+        offset += len(part)
+    return crc
+
+
 def write_table(path, k, canonical, min_count, encoded):
-    """Write a whole table from a backend.EncodedTable (its bins' CRCs computed in parallel); returns the
-    number of distinct k-mers written."""
-    crcs = encoded.crcs()
-    with TableWriter(path, k, canonical, min_count) as writer:
-        for b, (n, parts, count_bytes) in enumerate(zip(encoded.n, encoded.parts, encoded.count_bytes)):
-            writer.write_encoded(b, int(n), parts, int(count_bytes), 0, crcs[b])
-        writer.total = encoded.total
-    return writer.distinct
+    """Write a whole table from a backend.EncodedTable: each bin is written at its place and checksummed
+    by the thread pool, while the next group of bins is being made ready; returns the number of distinct
+    k-mers written."""
+    sizes = encoded.count_bytes + encoded.key_bytes
+    offsets = HEADER.size + ENTRY.size * len(sizes) + np.cumsum(sizes) - sizes
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+    try:
+        crcs = {}
+        for first, group in encoded.groups:
+            for b, parts in enumerate(group, first):
+                if encoded.n[b]:
+                    crcs[b] = pool().submit(_write_bin, fd, int(offsets[b]), parts)
+        entries = [(int(offsets[b]), int(encoded.n[b]), int(encoded.count_bytes[b]), int(encoded.key_bytes[b]),
+                    crcs[b].result()) if b in crcs else (0, 0, 0, 0, 0) for b in range(len(sizes))]
+        distinct = int(encoded.n.sum())
+        flags = CANONICAL if canonical else 0
+        head = HEADER.pack(MAGIC, VERSION, k, flags, bin_bits(k), min_count, distinct, encoded.total)
+        os.pwrite(fd, head + b"".join(ENTRY.pack(*entry) for entry in entries), 0)
+    finally:
+        os.close(fd)
+    return distinct
 
 
 class KmerTable:
