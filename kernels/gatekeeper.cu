@@ -5,7 +5,8 @@
  * Paper: Bingöl et al., GateKeeper-GPU, IEEE TC 73(5), 2024; the project's spec ../shared/spec/gatekeeper-gpu.md.
  *
  * In (word-major, common.cuh): 2-bit words uint32[nwords2 * n] and, for the improved filter, N masks
- *     uint32[nwordsN * n]; n pairs, every thread checks tid < n.
+ *     uint32[nwordsN * n], for the faithful filter undefined flags uint8[n]; n pairs, every thread checks tid < n.
+ *     **A null N-mask or flag pointer means none** (pairs known to hold only A, C, G, T: fewer bytes to copy).
  * Out: accept uint8[n] (1/0), estimate int16[n]: faithful 0..E on accept, -1 rejected, -2 undefined (a non-ACGT
  *      letter, passed); improved the banded edit distance 0..E on accept, -1 rejected.
  * JIT constants (-D, mapper/backends/cuda.py): READ_LEN, MAX_E, and for the improved filter WIN_LEN and
@@ -42,18 +43,14 @@ __host__ __device__ constexpr int imax(int a, int b) { return a > b ? a : b; }
 
 #if GK_KERNEL == 0 || GK_KERNEL == 1
 /* ---------------------------------------------------------------------------------------------------------
- * Encoder (device-encoded path). One thread per row of `len` ASCII letters, rows `stride` bytes apart (the host's
- * array as it is, no padding copy). Writes the row's 2-bit words and N-mask words (layouts of common.cuh) and
- * any_n[i] = 1 when the row holds a letter other than A, C, G, T (lower case counts as that letter unless
- * lower_is_n: the published filter treats lower case as undefined).
+ * Encoders (device-encoded paths). One thread per row of `len` ASCII letters. encode_row writes row i's 2-bit
+ * words and N-mask words (layouts of common.cuh, word-major for n rows) and any_n[i] = 1 when the row holds a
+ * letter other than A, C, G, T (lower case counts as that letter unless lower_is_n: the published filter treats
+ * lower case as undefined).
  */
-extern "C" __global__ void encode_rows(const uint8_t *ascii, int stride, int len, int n, int lower_is_n,
-                                       uint32_t *words2, uint32_t *nmask, uint8_t *any_n)
+__device__ __forceinline__ void encode_row(const uint8_t *row, int len, int n, int i, int lower_is_n,
+                                           uint32_t *words2, uint32_t *nmask, uint8_t *any_n)
 {
-    const int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n)
-        return;
-    const uint8_t *row = ascii + (size_t)i * stride;
     const int nwords2 = (len + 15) / 16;
     uint32_t nword = 0, seen_n = 0;
     for (int j = 0; j < nwords2; j++) {
@@ -76,6 +73,30 @@ extern "C" __global__ void encode_rows(const uint8_t *ascii, int stride, int len
     if (nwords2 % 2)
         nmask[(size_t)(nwords2 / 2) * n + i] = nword;
     any_n[i] = seen_n != 0;
+}
+
+/* Rows of a host array as it is: row i starts at ascii + i * stride (no padding copy). */
+extern "C" __global__ void encode_rows(const uint8_t *ascii, int stride, int len, int n, int lower_is_n,
+                                       uint32_t *words2, uint32_t *nmask, uint8_t *any_n)
+{
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n)
+        encode_row(ascii + (size_t)i * stride, len, n, i, lower_is_n, words2, nmask, any_n);
+}
+
+/* One column of the lines of a pairs-file chunk (kernels/pairs_text.cu found them): line `line` ends at
+ * ends[line] ('\n'), its tab is at tabs[line]; column 0 starts the line, column 1 follows the tab. Row r of the
+ * output is line rows[r], or line r when rows is null (every line of the chunk has this length). */
+extern "C" __global__ void encode_lines(const uint8_t *text, const uint32_t *ends, const uint32_t *tabs,
+                                        const uint32_t *rows, int n, int column, int len, int lower_is_n,
+                                        uint32_t *words2, uint32_t *nmask, uint8_t *any_n)
+{
+    const int r = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= n)
+        return;
+    const uint32_t line = rows ? rows[r] : (uint32_t)r;
+    const uint32_t start = column ? tabs[line] + 1 : line ? ends[line - 1] + 1 : 0;
+    encode_row(text + start, len, n, r, lower_is_n, words2, nmask, any_n);
 }
 #endif
 
@@ -168,7 +189,7 @@ extern "C" __global__ void gatekeeper_faithful(const uint32_t *shifted2, const u
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n)
         return;
-    if (L <= 16 || undefined1[i] || undefined2[i]) {
+    if (L <= 16 || (undefined1 && undefined1[i]) || (undefined2 && undefined2[i])) {
         accept[i] = 1;
         estimate[i] = -2;
         return;
@@ -281,7 +302,8 @@ __device__ __forceinline__ void lsb_planes(const uint32_t *words2, const uint32_
         const bool there = 32 * w < len;
         hi[w] = there ? __brev(plane_word(words2, nwords2, w, n, i, 1)) : 0u;
         lo[w] = there ? __brev(plane_word(words2, nwords2, w, n, i, 0)) : 0u;
-        ok[w] = there ? ~__brev(nmask[(size_t)w * n + i]) & span(0, len, w) : 0u;
+        const uint32_t nbits = nmask ? nmask[(size_t)w * n + i] : 0u;
+        ok[w] = there ? ~__brev(nbits) & span(0, len, w) : 0u;
     }
 }
 

@@ -1,21 +1,37 @@
 """The cuda backend of the GateKeeper filter: the kernels of kernels/gatekeeper.cu behind the interface of
 `gatekeeper.CpuGateKeeper` (same arguments, same results).
 
-Two ways in, as in the paper:
+Ways in, as in the paper:
 - host-encoded (`improved`, `faithful`): numpy packs the codes into word-major 2-bit words and N masks
-  (kernels/common.cuh), which are copied to the GPU;
+  (kernels/common.cuh) into pinned staging arrays, streamed to the GPU (`_stream.StreamFilter`: the packing of
+  batch i+1 overlaps the copies and the kernel of batch i);
+- already packed (`improved_packed`, `faithful_packed`): word-major arrays in host memory, streamed as they are;
 - device-encoded (`improved_ascii`, `faithful_ascii`): the ASCII rows are copied and `encode_rows` packs them there.
 Pairs go through in batches of BATCH; `kernel_seconds` adds up the filter kernels' event times.
+The pairs-file path that does everything on the GPU, parsing included, is `_text.py`.
 """
 import numpy as np
 
 from mapper.alphabet import pack_2bit
 from mapper.backends import cuda
 from mapper.filters import _bitvec
+from mapper.filters._stream import Device, StreamFilter
 
 BATCH = 1 << 22
 SOURCE = "gatekeeper.cu"
 ENCODER, FAITHFUL, IMPROVED = 1, 2, 3  # GK_KERNEL values
+
+
+def filter_kernel(function, mode, L, W, e, ends="global"):
+    """The filter kernel for reads of L and windows (faithful: shifted strings) of W bases, from `function`
+    (mapper.backends.cuda.function or a `Device`'s). Improved mode: `ends` "global" (W == L, the whole read
+    against the whole window) or "infix" (the read anywhere in the window)."""
+    if mode == "faithful":
+        return function(SOURCE, "gatekeeper_faithful", GK_KERNEL=FAITHFUL, READ_LEN=L, MAX_E=e)
+    if ends == "global" and W != L:
+        raise ValueError(f"global ends need equal lengths, not {L} and {W}")
+    return function(SOURCE, "gatekeeper_improved", GK_KERNEL=IMPROVED, READ_LEN=L, WIN_LEN=W, MAX_E=e,
+                    GLOBAL_ENDS=int(ends == "global"))
 
 
 def pack_words(codes):
@@ -33,21 +49,60 @@ def pack_nmask(codes):
 
 
 class GpuGateKeeper:
+    """device: a `_stream.Device` (default: this thread's context, made on first use)."""
+
     name = "cuda"
 
-    def __init__(self):
-        self.kernel_seconds = 0.0
+    def __init__(self, device=None):
+        self._kernel_seconds = 0.0
+        self._device, self._stream = device, None
+
+    @property
+    def kernel_seconds(self):
+        return self._kernel_seconds + (self._stream.kernel_seconds if self._stream else 0.0)
+
+    def _streamed(self):
+        if self._stream is None:
+            self._stream = StreamFilter(self._device or Device(), batch=BATCH)
+        return self._stream
 
     # -- host-encoded ----------------------------------------------------------------------------------------
     def improved(self, reads, windows, e, ends):
-        return self._batches(len(reads), lambda s: self._improved(
-            [pack_words(reads[s]), pack_nmask(reads[s]), pack_words(windows[s]), pack_nmask(windows[s])],
-            len(reads[s]), reads.shape[1], windows.shape[1], e, ends))
+        stream = self._streamed()
+        kernel = filter_kernel(stream.dev.function, "improved", reads.shape[1], windows.shape[1], e, ends)
+        return stream.run(kernel, lambda lo, hi: [pack_words(reads[lo:hi]), pack_nmask(reads[lo:hi]),
+                                                  pack_words(windows[lo:hi]), pack_nmask(windows[lo:hi])],
+                          len(reads), stage=True)
 
     def faithful(self, shifted, fixed, e, undefined):
+        stream = self._streamed()
+        kernel = filter_kernel(stream.dev.function, "faithful", shifted.shape[1], shifted.shape[1], e)
         flags = undefined.astype(np.uint8)
-        return self._batches(len(shifted), lambda s: self._faithful(
-            [pack_words(shifted[s]), pack_words(fixed[s]), flags[s], flags[s]], len(flags[s]), shifted.shape[1], e))
+        return stream.run(kernel, lambda lo, hi: [pack_words(shifted[lo:hi]), pack_words(fixed[lo:hi]),
+                                                  flags[lo:hi], None], len(shifted), stage=True)
+
+    # -- already packed, in host memory (pinned for full speed: `pinned`) -----------------------------------
+    def pinned(self, count, dtype):
+        """A pinned host array of `count` items: inputs the packed paths copy at the bus's full speed."""
+        return self._streamed().dev.pinned(count, dtype)
+
+    def improved_packed(self, read2, readn, win2, winn, L, W, e, ends, out=None):
+        """Word-major 2-bit words uint32 [ceil(L/16), n] and N masks uint32 [ceil(L/32), n] (None: no N) of the
+        reads, the same for the windows of W bases; ends as in `improved`. out: (uint8 [n], int16 [n]) arrays
+        for the results (`pinned` ones: nothing is copied on the host)."""
+        stream = self._streamed()
+        arrays = [read2, readn, win2, winn]
+        return stream.run(filter_kernel(stream.dev.function, "improved", L, W, e, ends),
+                          lambda lo, hi: [None if a is None else a[..., lo:hi] for a in arrays], read2.shape[1],
+                          out=out)
+
+    def faithful_packed(self, shifted2, fixed2, undefined, L, e, out=None):
+        """Word-major 2-bit words of the shifted and the fixed strings, undefined flags uint8 [n] (None: none)."""
+        stream = self._streamed()
+        arrays = [shifted2, fixed2, undefined, None]
+        return stream.run(filter_kernel(stream.dev.function, "faithful", L, L, e),
+                          lambda lo, hi: [None if a is None else a[..., lo:hi] for a in arrays], shifted2.shape[1],
+                          out=out)
 
     # -- device-encoded --------------------------------------------------------------------------------------
     def improved_ascii(self, reads, windows, e, ends):
@@ -100,17 +155,13 @@ class GpuGateKeeper:
 
     def _run(self, kernel, inputs, n):
         accept, estimate = cuda.empty(n), cuda.empty(2 * n)
-        args = [a if not isinstance(a, np.ndarray) else cuda.to_device(a) for a in inputs]
         with cuda.Timer() as t:
-            cuda.launch(kernel, n, *args, np.int32(n), accept, estimate)
-        self.kernel_seconds += t.seconds
+            cuda.launch(kernel, n, *inputs, np.int32(n), accept, estimate)
+        self._kernel_seconds += t.seconds
         return cuda.from_device(accept, (n,), np.uint8).astype(bool), cuda.from_device(estimate, (n,), np.int16)
 
     def _improved(self, inputs, n, L, W, e, ends):
-        kernel = cuda.function(SOURCE, "gatekeeper_improved", GK_KERNEL=IMPROVED, READ_LEN=L, WIN_LEN=W,
-                               MAX_E=e, GLOBAL_ENDS=int(ends == "global"))
-        return self._run(kernel, inputs, n)
+        return self._run(filter_kernel(cuda.function, "improved", L, W, e, ends), inputs, n)
 
     def _faithful(self, inputs, n, L, e):
-        kernel = cuda.function(SOURCE, "gatekeeper_faithful", GK_KERNEL=FAITHFUL, READ_LEN=L, MAX_E=e)
-        return self._run(kernel, inputs, n)
+        return self._run(filter_kernel(cuda.function, "faithful", L, L, e), inputs, n)

@@ -5,6 +5,10 @@ faithful mode column 1 is the string that gets shifted). Output lines are in inp
 published program's: 0..E on accept, -1 on reject, -2 for an undefined pair (a non-ACGT letter) in faithful mode.
 With --truth a third column holds edlib's distance (global for equal lengths, the read anywhere in a longer
 window otherwise; N never matches). A summary goes to stderr.
+
+On cuda with the device encoding (the default) the file goes through `_text.filter_file`: read in chunks and
+parsed, encoded, filtered and formatted on the GPU(s), the output streamed to its temporary file. Otherwise (cpu,
+--encoding host, --truth, or pairs from a pipe) numpy parses the whole file first (`pairs.read_pairs`).
 """
 import logging
 import os
@@ -16,8 +20,9 @@ from pathlib import Path
 import numpy as np
 
 from mapper.alphabet import ENCODE
-from mapper.errors import InputError
-from mapper.filters.gatekeeper import DEVICES, ENCODINGS, MODES, backend, check_e, filter_pairs
+from mapper.errors import InputError, UsageError
+from mapper.filters.gatekeeper import DEVICES, ENCODINGS, MODES, backend, check_e, filter_pairs, resolve_device
+from mapper.outputs import atomic_output
 from mapper.filters.pairs import read_pairs
 from mapper.filters.truth import edit_distances
 
@@ -33,8 +38,13 @@ def add_arguments(parser):
                         help="improved: sound (never rejects a pair within E edits); faithful: the published "
                              "GateKeeper-GPU, bit for bit")
     parser.add_argument("--device", choices=DEVICES, default="auto", help="auto: cuda when a GPU is there")
-    parser.add_argument("--encoding", choices=ENCODINGS, default="host",
-                        help="cuda only: 2-bit encoding by numpy (host) or by a kernel from ASCII (device)")
+    parser.add_argument("--encoding", choices=ENCODINGS, default="device",
+                        help="cuda only: device: the file's bytes go to the GPU, which parses, encodes, filters "
+                             "and formats the output, streamed in chunks (the fast way); host: numpy parses the "
+                             "file and packs 2-bit words, streamed to the GPU")
+    parser.add_argument("--gpus", type=int, default=1, metavar="N",
+                        help="cuda, device encoding: spread the file's chunks over GPUs 0..N-1 (output in input "
+                             "order)")
     parser.add_argument("-o", "--output", default="-", metavar="OUT.tsv", help="output file ('-': stdout)")
     parser.add_argument("--truth", action="store_true",
                         help="add edlib's distance as a third column and count false accepts and rejects")
@@ -85,8 +95,48 @@ def _truth(pairs):
     return distance
 
 
+def _gpu_count():
+    import pycuda.driver as drv
+    drv.init()
+    return drv.Device.count()
+
+
+def _run_text(args):
+    """The GPU text path (module docstring)."""
+    from mapper.filters._text import filter_file
+    if args.gpus > _gpu_count():
+        raise UsageError(f"--gpus {args.gpus}: only {_gpu_count()} GPU(s) here")
+    with atomic_output(args.output, "wb") as out:
+        result = filter_file(args.pairs, args.e, args.mode, out, gpus=tuple(range(args.gpus)),
+                             keep=args.gatekeeper_files)
+        out.flush()
+    n, accepted = result.pairs, result.accepted
+    log.info(f"{n} pairs, {accepted} accepted, {n - accepted} rejected, {result.undefined} undefined "
+             f"(mode {args.mode}, e={args.e}, cuda, {args.gpus} GPU(s), pairs file parsed on the GPU)")
+    log.info(f"filter {result.seconds:.3f} s end to end ({n / max(result.seconds, 1e-9) / 1e6:.2f} M pairs/s from "
+             f"the file to the output), kernel {result.kernel_seconds:.3f} s, reading {result.read_seconds:.3f} s "
+             f"(overlapping the GPU)")
+    if args.gatekeeper_files:
+        _write_gatekeeper_files(args, result.accept.astype(np.int64), result.estimate)
+    return 0
+
+
+def _write_gatekeeper_files(args, accept, estimate):
+    folder = Path(args.output).parent if args.output != "-" else Path(".")
+    for kind, column in (("filter", accept), ("edit", estimate)):
+        _write_atomic(folder / f"gateKeeperGPU_1G_{kind}_output_err{args.e}.txt", _lines([column]))
+
+
 def run(args):
     check_e(args.e, args.mode)
+    if args.gpus < 1:
+        raise UsageError(f"--gpus must be >= 1, not {args.gpus}")
+    text_path = resolve_device(args.device) == "cuda" and args.encoding == "device" and not args.truth \
+        and os.path.isfile(args.pairs)
+    if text_path:
+        return _run_text(args)
+    if args.gpus != 1:
+        raise UsageError("--gpus N needs --device cuda, the device encoding, no --truth and a pairs file on disk")
     t0 = time.perf_counter()
     try:
         pairs = read_pairs(args.pairs)
@@ -111,13 +161,10 @@ def run(args):
     if args.output == "-":
         sys.stdout.buffer.write(text)
         sys.stdout.flush()
-        folder = Path(".")
     else:
         _write_atomic(args.output, text)
-        folder = Path(args.output).parent
     if args.gatekeeper_files:
-        for kind, column in (("filter", accept), ("edit", result.estimate)):
-            _write_atomic(folder / f"gateKeeperGPU_1G_{kind}_output_err{args.e}.txt", _lines([column]))
+        _write_gatekeeper_files(args, accept, result.estimate)
     for line in summary:
         log.info(line)
     return 0

@@ -120,6 +120,17 @@ def make_filter(mode="improved", device="cpu"):
     return improved if mode == "improved" else faithful
 
 
+def check_lengths(pairs, mode):
+    """InputError for the first line whose column lengths the mode cannot take: improved needs a window (column 1)
+    at least as long as the read, faithful two columns of equal length."""
+    shorter = pairs.len1 < pairs.len2 if mode == "improved" else pairs.len1 != pairs.len2
+    if shorter.any():
+        need = "a window (column 1) at least as long as the read (column 2)" if mode == "improved" else \
+            "two columns of equal length in faithful mode"
+        raise InputError(pairs.path, f"expected {need}, got {pairs.len1[shorter][0]} and {pairs.len2[shorter][0]}",
+                         line=pairs.line_of(np.argmax(shorter)))
+
+
 @dataclass
 class PairsResult:
     accept: np.ndarray       # bool [n], input order
@@ -137,12 +148,7 @@ def filter_pairs(pairs, e, mode="improved", device="cpu", encoding="host", gk=No
     n = len(pairs)
     accept = np.zeros(n, dtype=bool)
     estimate = np.zeros(n, dtype=np.int16)
-    shorter = pairs.len1 < pairs.len2 if mode == "improved" else pairs.len1 != pairs.len2
-    if shorter.any():
-        need = "a window (column 1) at least as long as the read (column 2)" if mode == "improved" else \
-            "two columns of equal length in faithful mode"
-        raise InputError(pairs.path, f"expected {need}, got {pairs.len1[shorter][0]} and {pairs.len2[shorter][0]}",
-                         line=pairs.line_of(np.argmax(shorter)))
+    check_lengths(pairs, mode)
     k0, t0 = gk.kernel_seconds, time.perf_counter()
     for rows, first, second in pairs.groups():
         if mode == "improved":

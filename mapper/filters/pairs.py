@@ -26,6 +26,7 @@ class Pairs:
     len1: np.ndarray        # int64 [n]
     start2: np.ndarray
     len2: np.ndarray
+    first_line: int = 1     # the file's line number of data's first line (a chunk of a larger file)
 
     def __len__(self):
         return len(self.start1)
@@ -44,16 +45,17 @@ class Pairs:
         return self.data[starts[:, None] + np.arange(length)]
 
     def line_of(self, index):
-        """1-based line number of pair `index` (lines are pairs: no blank lines are allowed)."""
-        return int(index) + 1
+        """1-based line number of pair `index` in the file (lines are pairs: no blank lines are allowed)."""
+        return int(index) + self.first_line
 
 
-def parse_pairs(raw, path):
-    """`Pairs` from the bytes of a pairs file; InputError(path, ..., line=N) for the first bad line."""
+def parse_pairs(raw, path, first_line=1):
+    """`Pairs` from the bytes of a pairs file, or of whole lines of it from line `first_line` on;
+    InputError(path, ..., line=N) for the first bad line."""
     data = np.frombuffer(raw, dtype=np.uint8)
     if not len(data):
         empty = np.zeros(0, dtype=np.int64)
-        return Pairs(str(path), data, empty, empty, empty, empty)
+        return Pairs(str(path), data, empty, empty, empty, empty, first_line)
     newline = np.flatnonzero(data == 10)
     ends = newline if data[-1] == 10 else np.append(newline, len(data))
     starts = np.concatenate(([0], ends[:-1] + 1)).astype(np.int64)
@@ -80,8 +82,8 @@ def parse_pairs(raw, path):
     first = [(int(np.argmax(mask)), message) for mask, message in problems if mask.any()]
     if first:
         line, message = min(first)
-        raise InputError(path, message, line=line + 1)
-    return Pairs(str(path), data, starts, len1, tab + 1, len2)
+        raise InputError(path, message, line=line + first_line)
+    return Pairs(str(path), data, starts, len1, tab + 1, len2, first_line)
 
 
 def read_pairs(path):
