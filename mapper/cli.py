@@ -35,12 +35,18 @@ def _fail(message, code):
     return code
 
 
-def build_parser():
+def build_parser(argv=()):
+    """The parser. When `argv` names a subcommand, only that subcommand's module is imported (the others
+    get an empty parser): `gkmap kmers` does not pay for importing the mapper, and vice versa."""
     parser = _Parser(prog="gkmap", description="All-mapper for short DNA reads with a GateKeeper pre-alignment filter.")
     parser.add_argument("--version", action="version", version=f"gkmap {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
+    chosen = next((a for a in argv if not a.startswith("-")), None)
     for name, module_name in COMMANDS.items():
+        if chosen in COMMANDS and name != chosen:
+            sub.add_parser(name)
+            continue
         module = importlib.import_module(module_name)
         p = sub.add_parser(name, help=module.HELP, description=module.HELP,
                            formatter_class=argparse.ArgumentDefaultsHelpFormatter)
@@ -55,7 +61,7 @@ def main(argv=None):
     """Run gkmap with `argv` (default: sys.argv[1:]) and return the exit code; never raises for user errors."""
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
-        args = build_parser().parse_args(argv)
+        args = build_parser(argv).parse_args(argv)
     except SystemExit as e:  # --help, --version and usage errors
         return e.code if isinstance(e.code, int) else 2
     logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO,
