@@ -40,28 +40,26 @@ def batch_records(batch, reference, read, strand, loci, cigars, mds, nms, nh):
     flags = (strand * FLAG_REVERSE + (~is_primary) * FLAG_SECONDARY).tolist()
     pos = (loci.start - reference.starts[loci.contig] + 1).tolist()
     mapq = np.where(nh[read] == 1, 60, 0).tolist()
-    seq_f = _texts(batch.seq, batch.starts, read, None)
-    seq_r = _texts(batch.seq, batch.starts, read, "complement")
+    # per read (not per locus): its SEQ and QUAL forward and reverse(-complemented), each sliced once
+    every = np.arange(n)
+    seqs = (_texts(batch.seq, batch.starts, every, None), _texts(batch.seq, batch.starts, every, "complement"))
     fastq = batch.qual is not None
-    qual_f = _texts(batch.qual, batch.starts, read, None) if fastq else None
-    qual_r = _texts(batch.qual, batch.starts, read, "reverse") if fastq else None
+    quals = ((_texts(batch.qual, batch.starts, every, None), _texts(batch.qual, batch.starts, every, "reverse"))
+             if fastq else (["*"] * n,) * 2)
     names = batch.names
     contig_names = reference.names
     mapped = [
         f"{names[r]}\t{flags[i]}\t{contig_names[c]}\t{pos[i]}\t{mapq[i]}\t{cigars[i]}\t*\t0\t0\t"
-        f"{seq_r[i] if s else seq_f[i]}\t{(qual_r[i] if s else qual_f[i]) if fastq else '*'}\t"
-        f"NM:i:{nms[i]}\tMD:Z:{mds[i]}\tNH:i:{nh[r]}"
+        f"{seqs[s][r]}\t{quals[s][r]}\tNM:i:{nms[i]}\tMD:Z:{mds[i]}\tNH:i:{nh[r]}"
         for i, (r, s, c) in enumerate(zip(read.tolist(), strand.tolist(), loci.contig.tolist()))
     ]
     unmapped_reads = np.flatnonzero(nh == 0)
-    useq = _texts(batch.seq, batch.starts, unmapped_reads, None)
-    uqual = _texts(batch.qual, batch.starts, unmapped_reads, None) if fastq else ["*"] * len(unmapped_reads)
-    unmapped = [f"{names[r]}\t{FLAG_UNMAPPED}\t*\t0\t0\t*\t*\t0\t0\t{s}\t{q}"
-                for r, s, q in zip(unmapped_reads.tolist(), useq, uqual)]
+    unmapped = [f"{names[r]}\t{FLAG_UNMAPPED}\t*\t0\t0\t*\t*\t0\t0\t{seqs[0][r]}\t{quals[0][r]}"
+                for r in unmapped_reads.tolist()]
     # Interleave into input order: a read's records are contiguous and already in report order.
     order = np.argsort(np.concatenate([read, unmapped_reads]), kind="stable")
     lines = mapped + unmapped
-    return "".join(lines[k] + "\n" for k in order.tolist()) if n else ""
+    return "\n".join(map(lines.__getitem__, order.tolist())) + "\n" if n else ""
 
 
 def unmapped_records(batch, reads):
