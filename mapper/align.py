@@ -16,7 +16,6 @@ import numpy as np
 
 from mapper.alphabet import CODE_N, MD_ASCII
 
-_INF = np.int32(1 << 20)
 _READ_N = 255  # a read's N in the gapped aligner: never equal to a reference code
 _M, _I, _D = 0, 1, 2
 _OP_CHAR = np.array(["M", "I", "D"], dtype=object)
@@ -78,17 +77,22 @@ def _align_global(read, genome, start, end, K):
     k = (np.arange(B) - K)[:, None]
     # No mask is needed after row 0: a cell left of column 0 only descends from such cells (infinite), and a
     # cell right of the span's end cannot lie on a path to the end (j never decreases along a path).
-    D = np.empty((L + 1, B, G), dtype=np.int32)
-    D[0] = np.where((k >= 0) & (k <= W[None, :]), np.maximum(k, 0), _INF)
-    ins = np.full((B, G), _INF, dtype=np.int32)
+    # 'unreachable' is a large value that a path adds at most L + 2K to: int16 for short reads (half the
+    # memory traffic of the DP), int32 beyond
+    dtype = np.int16 if L < 8000 else np.int32
+    unreachable = 1 << 14 if dtype == np.int16 else 1 << 30
+    D = np.empty((L + 1, B, G), dtype=dtype)
+    D[0] = np.where((k >= 0) & (k <= W[None, :]), np.maximum(k, 0), unreachable)
+    ins = np.full((B, G), unreachable, dtype=dtype)
+    kd = k.astype(dtype)
     for i in range(1, L + 1):
-        best = D[i - 1] + (readT[i - 1][None, :] != refT[i:i + B])
+        best = D[i]
+        np.add(D[i - 1], readT[i - 1][None, :] != refT[i:i + B], out=best, dtype=dtype)
         np.add(D[i - 1][1:], 1, out=ins[:-1])
         np.minimum(best, ins, out=best)
-        best -= k
+        best -= kd
         np.minimum.accumulate(best, axis=0, out=best)                           # deletions: a prefix minimum
-        best += k
-        np.minimum(best, _INF, out=D[i])
+        best += kd
     g = np.arange(G)
     end_b = W - L + K
     nms = D[L, end_b, g].astype(np.int64)
