@@ -95,8 +95,8 @@ def main():
             b = base[(r["set"], r["device"])]
             if r is not b:
                 r["lost"] = f"{b['loci'] - r['loci']:,} / {b['mapped'] - r['mapped']:,}"
-        lines = [f"| set | device | filter | reads | end-to-end reads/s | core reads/s | windows/read | pass rate | "
-                 f"verified | mapped | loci / reads lost | seconds per stage |", "|" + "---|" * 12]
+        lines = ["| set | device | filter | reads | end-to-end reads/s | core reads/s | windows/read | pass rate | "
+                 "verified | mapped | loci / reads lost | seconds per stage |", "|" + "---|" * 12]
         for r in rows:
             lines.append(f"| {r['set']} | {r['device']} | {r['filter']} | {r['reads']:,} | {r['rate']:,.0f} | "
                          f"{r['core_rate']:,.0f} | {r['windows_per_read']:.2f} | {r['pass_rate']:.3f} | "

@@ -1,7 +1,6 @@
 """Shared pieces of the GateKeeper tests: the shared pair sets with the published program's output, the
 cpu/cuda fixture, and adversarial pair generators."""
 import functools
-from pathlib import Path
 
 import numpy as np
 import pytest

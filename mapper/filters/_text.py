@@ -30,7 +30,7 @@ import queue
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -395,7 +395,7 @@ class Worker:
         return w2, wn, flag
 
     def filter(self, slot):
-        dev, fn, s, job = self.dev, self.fn, slot.stream, self.job
+        dev = self.dev
         if slot.stats_ready is not None:
             self.timed("host: wait for stats", dev.wait, slot.stats_ready)
             self.profile["gpu: bytes in, lines parsed"] += dev.elapsed(slot.parse_start, slot.stats_ready)

@@ -6,7 +6,6 @@ Nothing else is typed in. Figures are drawn when matplotlib is importable (the `
 says when they are skipped.
 """
 import math
-from pathlib import Path
 
 from paper.common import STAGES, load_stage, published, write_csv
 
