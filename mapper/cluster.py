@@ -48,12 +48,13 @@ from mapper.backends import get_backend
 from mapper.errors import GkmapError, IndexFormatError, UsageError
 from mapper.filters.windows import MODES as FILTER_MODES
 from mapper.index import load_index, open_index, read_meta
-from mapper.options import PAIRED
+from mapper.options import PAIRED, host_cores
 from mapper.outputs import atomic_output
 from mapper.paired import (PairCounters, PairSettings, confident_tlens, find_mates, insert_size, pair_batch,
                            pair_outputs, read_pairs)
 from mapper.pipeline import Counters, map_batch, progress_bar
 from mapper.reads import read_batches
+from mapper.render import HostWorkers
 from mapper.sam import header, unmapped_records
 
 try:
@@ -122,11 +123,19 @@ class IndexPlugin(WorkerPlugin):
             self.error = RemoteError(f"worker {worker.name} ({worker.address}) refused the run: {e}", e.exit_code)
             return
         self.index, self.backend = index, backend
+        # SAM rendering in processes of this worker (-t per worker; started by the first chunk; inline in a
+        # daemonic worker process, which may not start processes)
+        self.renderer = HostWorkers(self.opts.threads or 1, 1, index.reference, self.opts.best,
+                                    self.opts.max_records, False)
         if backend.name == "cuda":
             gpu_context()  # made here, in the worker's main thread, which pops it at exit (see gpu_task)
         self.filter_mode = FILTER_MODES[self.opts.filter]
         devices = dict(backend.devices, filter=backend.name if self.filter_mode else "none")
         self.stages = ", ".join(f"{stage}: {devices[stage]}" for stage in ("seed", "filter", "verify"))
+
+    def teardown(self, worker):
+        if getattr(self, "renderer", None) is not None:
+            self.renderer.close()
 
     def transition(self, key, start, finish, **kwargs):
         """Report a chunk of this run that raised (Dask retries it) to the client's run summary."""
@@ -197,7 +206,8 @@ def map_chunk(batch, plugin_name):
     opts = plugin.opts
     counters = Counters(stages=plugin.stages)
     dump = io.StringIO() if opts.dump_candidates else None
-    text, unmapped = map_batch(batch, plugin.index, plugin.backend, plugin.filter_mode, opts, counters, dump)
+    text, unmapped = map_batch(batch, plugin.index, plugin.backend, plugin.filter_mode, opts, counters, dump,
+                               plugin.renderer)
     return ChunkResult((text, unmapped_records(batch, unmapped) if opts.unmapped else "",
                         dump.getvalue() if dump else ""), counters, str(worker.name))
 
@@ -269,7 +279,10 @@ def local_cluster(environments, prefix):
     workers = {f"{prefix}{env.get('CUDA_VISIBLE_DEVICES', i)}": {"cls": Nanny, "options": dict(worker, env=env)}
                for i, env in enumerate(environments)}
     scheduler = {"cls": Scheduler, "options": {"host": "127.0.0.1", "dashboard_address": ":0"}}
-    with dask.config.set({MALLOC_TRIM: None}):  # the nannies read it when they are made, here
+    # the nannies read these when they start their worker processes, here: MALLOC_TRIM (above), and
+    # non-daemonic workers, so that a worker may start its SAM render processes (a worker restarted later
+    # reads the default again and renders inline: the same output, more slowly)
+    with dask.config.set({MALLOC_TRIM: None, "distributed.worker.daemon": False}):
         return SpecCluster(workers=workers, scheduler=scheduler, silence_logs=logging.ERROR)
 
 
@@ -456,6 +469,16 @@ def map_paired(stream, opts, plugin_name, counters):
     return lo, hi
 
 
+def render_processes(opts):
+    """SAM render processes per worker: -t, or for a local cluster this host's cores shared by its workers,
+    one core each left to the worker itself; 1 (render in the task) on a remote cluster, whose hosts we do
+    not know."""
+    if opts.threads is not None or opts.scheduler:
+        return opts.threads or 1
+    workers = opts.local_cluster or len(gpu_environments(opts.gpus))
+    return max(1, host_cores() // workers - 1)
+
+
 def map_distributed(opts):
     """`gkmap map` over workers (opts.distributed); returns the run's Counters (PairCounters with --pe/--mp),
     summed over the chunks."""
@@ -463,7 +486,8 @@ def map_distributed(opts):
     index = open_index(opts.reference, opts.ws, opts.index_dir)  # builds it once, here, when missing
     token = f"gkmap-{uuid.uuid4().hex[:12]}"
     worker_opts = replace(opts, reference=os.path.abspath(opts.reference),
-                          device="cuda" if opts.gpus is not None and opts.device == "auto" else opts.device)
+                          device="cuda" if opts.gpus is not None and opts.device == "auto" else opts.device,
+                          threads=render_processes(opts))
     plugin = IndexPlugin(worker_opts, index.folder.resolve(), read_meta(index.folder)["reference"]["checksum"],
                          index.ws, token)
     counters = Counters()

@@ -133,10 +133,14 @@ def count_batch(counters, rendered):
     counters.times["output"] += rendered.output_s
 
 
-def map_batch(batch, index, backend, filter_mode, opts, counters, dump=None):
-    """SAM text and unmapped-read indices of one batch, rendered inline; updates `counters`."""
+def map_batch(batch, index, backend, filter_mode, opts, counters, dump=None, renderer=None):
+    """SAM text and unmapped-read indices of one batch, rendered inline or by `renderer` (a
+    render.HostWorkers); updates `counters`."""
     rows, maps = find_mappings(batch, index, backend, filter_mode, opts.e, opts.reads, counters, dump)
-    rendered = render(batch, rows, maps, index.reference, opts.best, opts.max_records, False)
+    if renderer is not None:
+        rendered = renderer.render_now(batch, rows, maps)
+    else:
+        rendered = render(batch, rows, maps, index.reference, opts.best, opts.max_records, False)
     count_batch(counters, rendered)
     return rendered.sam, np.flatnonzero(rendered.nh == 0)
 

@@ -147,7 +147,10 @@ class HostWorkers:
             initargs=(list(ref.names), ref.starts, ref.lengths, codes_path))
 
     def submit(self, batch, rows, maps):
-        if self._pool is None and (self.workers == 1 or len(batch) < self.batch_size):
+        # inline: one worker, a short batch before any full one, or a daemonic process (a Dask worker by
+        # default), which may not start processes of its own
+        if self._pool is None and (self.workers == 1 or len(batch) < self.batch_size
+                                   or multiprocessing.current_process().daemon):
             self._pending.append((batch, [render(batch, rows, maps, self.reference, *self.options)]))
             return
         if self._pool is None:
@@ -155,6 +158,15 @@ class HostWorkers:
         futures = [self._pool.submit(_render_job, job, *self.options)
                    for job in _slices(batch, rows, maps, self.workers)]
         self._pending.append((batch, futures))
+
+    def render_now(self, batch, rows, maps):
+        """One batch rendered (by the processes when there are), as one Rendered: for callers that map batch
+        by batch, such as a cluster worker's chunk task."""
+        self.submit(batch, rows, maps)
+        (_, parts), = self.ready(block=True)
+        return Rendered("".join(p.sam for p in parts), "".join(p.unmapped for p in parts),
+                        np.concatenate([p.nh for p in parts]), sum(p.records for p in parts),
+                        sum(p.align_s for p in parts), sum(p.output_s for p in parts))
 
     def ready(self, block=False):
         """Finished batches, oldest first; with block, every pending batch. Keeps the in-flight bound."""

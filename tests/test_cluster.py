@@ -85,6 +85,13 @@ def test_local_cluster_equals_single_process(gkmap, index_dir, tmp_path, single_
     assert sum(per_worker.values()) == 12 and retried == 0  # 22,084 reads in chunks of 2,000
 
 
+def test_render_processes_in_workers_change_nothing(gkmap, index_dir, tmp_path, single_sam):
+    """-t 2: each local worker renders its chunks' SAM in 2 processes of its own; the output is the same."""
+    code, err = gkmap(*map_args(index_dir, tmp_path, "--local-cluster", 2, "-t", 2))
+    assert code == 0, err
+    assert body(tmp_path / "out.sam") == body(single_sam / "out.sam")
+
+
 def test_each_worker_gets_its_own_environment(client):
     assert sorted(client.run(lambda: __import__("os").environ["GKMAP_TEST_SLOT"]).values()) == ["a", "b"]
 
