@@ -48,7 +48,7 @@ from mapper.backends import get_backend
 from mapper.errors import GkmapError, IndexFormatError, UsageError
 from mapper.filters.windows import MODES as FILTER_MODES
 from mapper.index import load_index, open_index, read_meta
-from mapper.options import PAIRED, host_cores
+from mapper.options import PAIRED
 from mapper.outputs import atomic_output
 from mapper.paired import (PairCounters, PairSettings, confident_tlens, find_mates, insert_size, pair_batch,
                            pair_outputs, read_pairs)
@@ -470,13 +470,8 @@ def map_paired(stream, opts, plugin_name, counters):
 
 
 def render_processes(opts):
-    """SAM render processes per worker: -t, or for a local cluster this host's cores shared by its workers,
-    one core each left to the worker itself; 1 (render in the task) on a remote cluster, whose hosts we do
-    not know."""
-    if opts.threads is not None or opts.scheduler:
-        return opts.threads or 1
-    workers = opts.local_cluster or len(gpu_environments(opts.gpus))
-    return max(1, host_cores() // workers - 1)
+    """SAM render processes per worker: -t, else 1 (render in the task, as measured on GPUs so far)."""
+    return opts.threads or 1
 
 
 def map_distributed(opts):

@@ -13,11 +13,6 @@ INDEX_KINDS = ("kmer", "neighbourhood")
 LOOKUPS = ("phf", "binary", "list")  # neighbourhood look-ups (mapper/neighbourhood/lookup.py)
 
 
-def host_cores():
-    """The cores this process may use."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-
-
 @dataclass
 class MapOptions:
     reference: str
@@ -57,7 +52,10 @@ class MapOptions:
     def host_workers(self):
         """Processes rendering SAM text (mapper/render.py): -t, or every core this process may use but one
         (the main process parses reads and drives the mapping core)."""
-        return self.threads if self.threads is not None else max(1, host_cores() - 1)
+        if self.threads is not None:
+            return self.threads
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        return max(1, cores - 1)
 
     @property
     def distributed(self):

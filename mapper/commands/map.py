@@ -24,7 +24,7 @@ def add_arguments(parser):
     g.add_argument("--batch-size", type=int, default=d.batch_size, help="reads per batch")
     g.add_argument("-t", "--threads", type=int, default=d.threads, metavar="N",
                    help="host processes turning loci into SAM records (default: every core but one, at most 16); "
-                        "with --gpus/--local-cluster/--scheduler, per worker (default: the cores shared)")
+                        "with --gpus/--local-cluster/--scheduler, per worker (default 1: in the worker's task)")
     o = parser.add_argument_group("output")
     o.add_argument("-o", "--output", metavar="OUT.sam", default=d.output, help="SAM file (default: stdout)")
     o.add_argument("--unmapped", metavar="FILE", default=d.unmapped, help="also write unmapped reads (FASTQ/FASTA)")
