@@ -143,6 +143,15 @@ def index_folder(folder):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+@contextlib.contextmanager
+def building(ref_path, folder):
+    """The start every index kind's build shares: yield (temporary folder, reference checksum, Reference) inside
+    index_folder(folder), so the folder is written whole or not at all."""
+    require_readable(ref_path)
+    with index_folder(folder) as tmp:
+        yield tmp, file_checksum(ref_path), read_fasta(ref_path, tmp / "ref.fai")
+
+
 def write_index(tmp, arrays, meta, ref_path, checksum, reference):
     """Save `arrays` as .npy files and meta.json: the common fields (magic, gkmap version, reference, contigs)
     and the kind's own `meta` (kind, format version, parameters, sizes)."""
@@ -160,12 +169,9 @@ def build_index(ref_path, ws=DEFAULT_WS, index_dir=None, device="cpu"):
     """Read the FASTA, build the index (with numpy, or on the GPU with device 'cuda': the same arrays), write
     it atomically (temp folder + rename); return it loaded."""
     check_ws(ws)
-    require_readable(ref_path)
     folder = Path(index_dir) if index_dir else default_index_dir(ref_path)
-    with index_folder(folder) as tmp:
-        t0 = time.perf_counter()
-        checksum = file_checksum(ref_path)
-        reference = read_fasta(ref_path, tmp / "ref.fai")
+    t0 = time.perf_counter()
+    with building(ref_path, folder) as (tmp, checksum, reference):
         if device == "cuda":
             from mapper.backends import cuda_index  # pycuda only when asked for
             offsets, positions = cuda_index.build_arrays(reference, ws)

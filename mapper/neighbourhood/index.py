@@ -28,9 +28,9 @@ import numpy as np
 
 from mapper.alphabet import CODE_N
 from mapper.errors import IndexFormatError, UsageError
-from mapper.index import default_index_dir, index_folder, read_meta, write_index
+from mapper.index import building, default_index_dir, read_meta, write_index
 from mapper.neighbourhood.hashing import Phf, build_phf
-from mapper.reference import Reference, file_checksum, read_fasta, require_readable
+from mapper.reference import Reference, file_checksum, require_readable
 
 KIND = "neighbourhood"
 FORMAT_VERSION = 1
@@ -169,12 +169,9 @@ def build_index(ref_path, mask, ln, index_dir=None, device="cpu"):
     """Read the FASTA, build the neighbourhood index (numpy, or the GPU with device "cuda"), write it atomically
     (temp folder + rename); return it."""
     check_nb_len(ln)
-    require_readable(ref_path)
     folder = Path(index_dir) if index_dir else default_folder(ref_path)
-    with index_folder(folder) as tmp:
-        t0 = time.perf_counter()
-        checksum = file_checksum(ref_path)
-        reference = read_fasta(ref_path, tmp / "ref.fai")
+    t0 = time.perf_counter()
+    with building(ref_path, folder) as (tmp, checksum, reference):
         t_read = time.perf_counter()
         nboff, nbkeys, posoff, positions, phf = build_arrays(reference, mask, ln, device)
         t_arrays = time.perf_counter()
