@@ -4,17 +4,19 @@ record of machine and versions each table states, the published figures, and the
 Cache layout (under --out, default paper/):
     results/<stage>.csv    measured rows only, rewritten after every row (a run cut short keeps what it measured)
     results/<stage>.json   the run's record: status (running | complete), command, date, machine, GPU, versions,
-                           settings, and what was skipped and why
+                           settings (the run sizes), seconds the stage took, and what was skipped and why
 Large intermediates (reads, candidate pairs, SAM files, indexes) go to --work (default paper/work/, git-ignored).
 """
 import csv
 import datetime
 import importlib.metadata
 import json
+import logging
 import os
 import platform
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,6 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 STAGES = ("sets", "filter-accuracy", "filter-throughput", "end-to-end", "power")
 FILTERS = ("none", "gatekeeper", "gatekeeper-faithful")
 CHR20 = "genomes/human_GRCh37_chr20.fa.gz"
+log = logging.getLogger("paper")
 
 # E values of the throughput runs: the paper's Table 2 / S.13-S.15 thresholds (100 bp e=2,5; 250 bp e=6,10),
 # S.20's e=0 and e=4 at every length, and, in full runs, S.16's sweep up to 10 % of L.
@@ -29,12 +32,20 @@ QUICK_ES = {100: [0, 2, 4, 5], 150: [0, 4, 8], 250: [0, 4, 6, 10]}
 FULL_ES = {100: [0, 1, 2, 3, 4, 5, 6, 8, 10], 150: [0, 2, 4, 6, 8, 10, 12, 15],
            250: [0, 1, 2, 4, 6, 8, 10, 15, 20, 25]}
 
-# Sizes by (quick?): --quick keeps the cpu parts within CI time; the cuda sizes are the GPU machine's.
+# Sizes by (quick?): --quick keeps the cpu parts within CI time; the cuda sizes are the GPU machine's. Full sizes
+# keep every stage under 8 minutes on one H100 (issue #6; measured times in docs/paper.md). Throughput pairs are
+# per (device, encoding): the cuda host-encoded path spends 2-7 us a pair packing on the host (0.15-0.5 M pairs/s
+# in the quick H100 run, against 2-7 M/s device-encoded), so at 2^22 pairs its E sweep alone would take 15 minutes:
+# it runs 2^19.
+# repeats: timed passes per row (after a 1,024-pair warm-up that compiles the kernels); one on cuda, where a pass
+# takes 0.2-2 s. Power runs each encoding's throughput pairs for power_seconds per configuration.
 SIZES = {
-    True: dict(set_reads=150, set_pairs=1500, pairs={"cpu": 1 << 13, "cuda": 1 << 21}, repeats=1,
-               e2e_reads={"cpu": 300, "cuda": 20_000}, e2e=((100, 5), (150, 8)), power_seconds=1.0, es=QUICK_ES),
-    False: dict(set_reads=5000, set_pairs=100_000, pairs={"cpu": 1 << 18, "cuda": 1 << 24}, repeats=3,
-                e2e_reads={"cpu": 5000, "cuda": 100_000}, e2e=((100, 5), (150, 8), (300, 15)), power_seconds=3.0,
+    True: dict(set_reads=150, set_pairs=1500, pairs={"cpu": 1 << 13, "cuda device": 1 << 21, "cuda host": 1 << 21},
+               repeats={"cpu": 1, "cuda": 1}, e2e_reads={"cpu": 300, "cuda": 20_000}, e2e=((100, 5), (150, 8)),
+               power_seconds=1.0, es=QUICK_ES),
+    False: dict(set_reads=5000, set_pairs=100_000,
+                pairs={"cpu": 1 << 17, "cuda device": 1 << 22, "cuda host": 1 << 19}, repeats={"cpu": 3, "cuda": 1},
+                e2e_reads={"cpu": 5000, "cuda": 100_000}, e2e=((100, 5), (150, 8), (300, 15)), power_seconds=5.0,
                 es=FULL_ES),
 }
 
@@ -124,6 +135,10 @@ def _cpu_model():
 
 
 def _commit():
+    """$GKMAP_COMMIT (set for a `git archive` copy, which has no .git of its own: the GPU machine's run), else HEAD
+    of the checkout."""
+    if os.environ.get("GKMAP_COMMIT"):
+        return os.environ["GKMAP_COMMIT"]
     try:
         return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
                               check=True).stdout.strip()
@@ -151,6 +166,7 @@ class StageResults:
 
     def __init__(self, ctx, stage, devices, settings):
         ctx.results.mkdir(parents=True, exist_ok=True)
+        self.stage, self.start = stage, time.perf_counter()
         self.csv, self.json = ctx.results / f"{stage}.csv", ctx.results / f"{stage}.json"
         self.rows, self.skipped = [], []
         self.record = dict(stage=stage, status="running", quick=ctx.quick, settings=settings,
@@ -161,6 +177,8 @@ class StageResults:
     def add(self, row):
         self.rows.append(row)
         write_csv(self.csv, self.rows)
+        log.info("%s row %d at %.0f s: %s", self.stage, len(self.rows), time.perf_counter() - self.start,
+                 " ".join(str(v) for v in list(row.values())[:6]))
 
     def skip(self, what, why):
         self.skipped.append(f"{what}: {why}")
@@ -175,6 +193,7 @@ class StageResults:
 
     def __exit__(self, kind, value, tb):
         self.record["status"] = "complete" if kind is None else f"failed: {kind.__name__}: {value}"
+        self.record["seconds"] = round(time.perf_counter() - self.start, 1)
         self._write_record()
         return False
 

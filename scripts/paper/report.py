@@ -5,6 +5,7 @@ Measured numbers come from OUT/results/ (written by the stages); published numbe
 Nothing else is typed in. Figures are drawn when matplotlib is importable (the `report` extra), and the report
 says when they are skipped.
 """
+import json
 import math
 
 from paper.common import STAGES, load_stage, published, write_csv
@@ -52,10 +53,15 @@ def provenance(record):
     gpu = f"{gpu} ({record.get('gpu_memory_gib')} GiB, driver {record.get('driver')}, {record.get('gpu_count')} " \
           f"on the host)" if gpu else "none used"
     size = "quick" if record.get("quick") else "full"
+    if "seconds" in record:
+        size += f", {record['seconds']:.0f} s"
     line = (f"*Measured {record['date']} on {record['machine']}; GPU: {gpu}; {record['versions']}; command "
             f"`{record['command']}` ({size} run, status: {_status(record)}).*")
+    settings = record.get("settings")
+    sizes = "\n- run sizes: " + "; ".join(f"{k} = {json.dumps(v, separators=(', ', ': '))}"
+                                        for k, v in settings.items()) if settings else ""
     skipped = "".join(f"\n- skipped: {s}" for s in record.get("skipped", []))
-    return [line + skipped, ""]
+    return [line + sizes + skipped, ""]
 
 
 # ---------------------------------------------------------------- joins of the published figures
@@ -356,7 +362,8 @@ def build(ctx):
                   f"filter computation alone (cuda: kernel events); filter = ASCII in host memory to decisions in host "
                   f"memory. Effect of E and of read length: figures 2 and 3.", ""]
         lines += md_table([("device", "device"), ("encoding", "encoding"), ("mode", "mode"), ("L", "read_length"),
-                           ("E", "E"), ("pairs", "pairs"), ("kernel s", "kernel_s"), ("filter s", "filter_s"),
+                           ("E", "E"), ("pairs", "pairs"), ("passes", "repeats"), ("kernel s", "kernel_s"),
+                           ("filter s", "filter_s"),
                            ("kernel M/s", "kernel_mpairs_per_s"), ("filter M/s", "filter_mpairs_per_s"),
                            ("kernel G/40min", "kernel_gpairs_per_40min"), ("filter G/40min", "filter_gpairs_per_40min"),
                            ("**paper** kernel M/s", lambda r: r.get("published_kernel_mpairs_per_s", "")),

@@ -2,10 +2,11 @@
 
 Pairs, as the paper's throughput sets (30 million real mrFAST pairs) as far as we have them: 100 bp = the shared
 ERR240727_1 mrFAST -e 5 sample (the paper's Set 3 source), 150 bp = the shared Shigella sample, 250 bp = pairs
-made by scripts/bench_filter.py's `real` model (seed 11); each tiled to the run's pair count (speed does not
+made by scripts/bench_filter.py's `real` model (seed 11); each tiled to the row's pair count (speed does not
 depend on pairs being distinct). Timing is bench_filter.run_one: kernel s = the filter computation alone (cuda:
 event time of the kernels), filter s = ASCII rows in host memory to decisions in host memory (encoding,
-transfers, kernels), for the host- and device-encoded paths. Rows report the mean of `repeats` passes.
+transfers, kernels), for the host- and device-encoded paths. Rows report the mean of `repeats` passes; pair
+counts and repeats per (device, encoding) are paper/common.py's SIZES (each row states its own).
 
 Power: NVML (pynvml) sampled every 10 ms on GPU 0 while one configuration filters repeatedly for a few seconds
 (the paper's runs: 100 bp at E = 4 and 250 bp at E = 10, both encodings); min / max / average mW and utilisation.
@@ -42,24 +43,30 @@ def encodings(device):
     return ("device", "host") if device == "cuda" else ("host",)
 
 
+def pair_count(sizes, device, encoding):
+    """Pairs of a (device, encoding) row: SIZES gives the cpu one and each cuda encoding's."""
+    return sizes["pairs"]["cpu" if device == "cpu" else f"cuda {encoding}"]
+
+
 def run(ctx):
     sizes, devices = ctx.sizes, ctx.devices()
     with StageResults(ctx, "filter-throughput", devices, dict(pairs=sizes["pairs"], repeats=sizes["repeats"],
                                                               es=sizes["es"])) as results:
         for device in devices:
-            gk, count = backend(device), sizes["pairs"][device]
+            gk, repeats = backend(device), sizes["repeats"][device]
             for length, es in sizes["es"].items():
-                segments, reads, origin = pairs_of_length(ctx, length, count)
+                counts = {encoding: pair_count(sizes, device, encoding) for encoding in encodings(device)}
+                segments, reads, origin = pairs_of_length(ctx, length, max(counts.values()))
                 for e in es:
                     for mode in MODES:
-                        for encoding in encodings(device):
+                        for encoding, count in counts.items():
                             run_one(gk, mode, encoding, segments[:1024], reads[:1024], e)  # compile, warm up
-                            times = np.array([run_one(gk, mode, encoding, segments, reads, e)
-                                              for _ in range(sizes["repeats"])])
+                            times = np.array([run_one(gk, mode, encoding, segments[:count], reads[:count], e)
+                                              for _ in range(repeats)])
                             kernel, total = times.mean(axis=0)
                             results.add(dict(device=device, encoding=encoding, mode=mode, read_length=length, E=e,
-                                             pairs=count, pairs_from=origin, kernel_s=round(kernel, 6),
-                                             filter_s=round(total, 6),
+                                             pairs=count, repeats=repeats, pairs_from=origin,
+                                             kernel_s=round(kernel, 6), filter_s=round(total, 6),
                                              kernel_mpairs_per_s=round(count / kernel / 1e6, 3),
                                              filter_mpairs_per_s=round(count / total / 1e6, 3),
                                              kernel_gpairs_per_40min=round(count / kernel * 2400 / 1e9, 3),
@@ -106,20 +113,20 @@ def run_power(ctx):
     if "cuda" not in ctx.devices():
         raise Missing("no CUDA GPU here: power is read through NVML on the GPU machine")
     sizes = ctx.sizes
-    count = sizes["pairs"]["cuda"]
+    counts = {encoding: pair_count(sizes, "cuda", encoding) for encoding in encodings("cuda")}
     gk = backend("cuda")
-    with StageResults(ctx, "power", ["cuda"], dict(pairs=count, seconds=sizes["power_seconds"])) as results:
+    with StageResults(ctx, "power", ["cuda"], dict(pairs=counts, seconds=sizes["power_seconds"])) as results:
         with PowerSampler() as idle:
             time.sleep(0.5)
         for length, e in POWER_RUNS:
-            segments, reads, origin = pairs_of_length(ctx, length, count)
+            segments, reads, origin = pairs_of_length(ctx, length, max(counts.values()))
             for mode in MODES:
-                for encoding in encodings("cuda"):
+                for encoding, count in counts.items():
                     run_one(gk, mode, encoding, segments[:1024], reads[:1024], e)
                     passes, start = 0, time.perf_counter()
                     with PowerSampler() as sampler:
                         while time.perf_counter() - start < sizes["power_seconds"]:
-                            run_one(gk, mode, encoding, segments, reads, e)
+                            run_one(gk, mode, encoding, segments[:count], reads[:count], e)
                             passes += 1
                     power, util = np.array(sampler.power), np.array(sampler.util)
                     results.add(dict(mode=mode, encoding=encoding, read_length=length, E=e, pairs=count,
