@@ -10,6 +10,16 @@
  */
 #include "common.cuh"
 
+#ifndef __CUDACC__
+/* tests/host_cuda.py runs one thread at a time, so a plain read-modify-write is atomic there. */
+static inline unsigned long long atomicAdd(unsigned long long *address, unsigned long long value)
+{
+    const unsigned long long old = *address;
+    *address = old + value;
+    return old;
+}
+#endif
+
 extern "C" __global__ void gather_ascii(const uint8_t *__restrict__ codes, const long long *__restrict__ start,
                                         const long long *__restrict__ lo, const long long *__restrict__ hi,
                                         const int width, const long long total, uint8_t *__restrict__ out)
@@ -114,5 +124,66 @@ extern "C" __global__ void filter_spans(
         ref_start[i] = a;
         ref_lo[i] = a;
         ref_hi[i] = cand_hi[i] + L + e < contig_end[c] ? cand_hi[i] + L + e : contig_end[c];
+    }
+}
+
+/* strand_codes: a batch's strand rows (mapper/seeding.py StrandRows.codes) built on the GPU from the forward
+ * codes alone, so only half of them cross the bus: out = forward, then its reverse complement.
+ * One thread per forward base t: out[t] = fwd[t]; out[2T - 1 - t] = complement(fwd[t]) (N stays N).
+ * In : fwd uint8 [T] (0..3, CODE_N)
+ * Out: out uint8 [2T]
+ */
+extern "C" __global__ void strand_codes(const uint8_t *__restrict__ fwd, const long long total,
+                                        uint8_t *__restrict__ out)
+{
+    const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= total)
+        return;
+    const uint8_t code = fwd[t];
+    out[t] = code;
+    out[2 * total - 1 - t] = code == CODE_A ? CODE_T : code == CODE_C ? CODE_G : code == CODE_G ? CODE_C
+                           : code == CODE_T ? CODE_A : CODE_N;
+}
+
+/* found_mappings: the verifier's per-window answers (myers.cu verify_windows) turned into mapping records
+ * on the GPU, so that only the windows within e cross the bus. Window t is found when best[t] >= 0; its
+ * n_ends[t] optimal ends become records (row, contig, start = win_start + starts[k][t], end = win_start +
+ * ends[k][t] + 1, edits = best[t]), unless there are more than max_ends of them: then the window is listed
+ * in `overflow` and redone on the host. One thread per window reserves its slots with one atomicAdd, so
+ * the records' order varies between runs; the loci chosen from them (mapper/verify.py select_loci, which
+ * sorts them) do not. Launched twice: with out_row == NULL it only counts (counts[0] records, counts[1]
+ * overflowing windows); then, counts zeroed, it writes into buffers of those sizes.
+ * In : best, n_ends int32 [n]; ends, starts int32 [max_ends][n]; cand_row, cand_contig int32 [n];
+ *      win_start int64 [n]
+ * Out: counts uint64 [2]; out_row, out_contig, out_edits int32 and out_start, out_end int64 [counts[0]];
+ *      overflow int64 [counts[1]] (window indices)
+ */
+extern "C" __global__ void found_mappings(
+    const int *__restrict__ best, const int *__restrict__ n_ends, const int *__restrict__ ends,
+    const int *__restrict__ starts, const long long n, const int max_ends, const int *__restrict__ cand_row,
+    const int *__restrict__ cand_contig, const long long *__restrict__ win_start,
+    unsigned long long *__restrict__ counts, int *__restrict__ out_row, int *__restrict__ out_contig,
+    long long *__restrict__ out_start, long long *__restrict__ out_end, int *__restrict__ out_edits,
+    long long *__restrict__ overflow)
+{
+    const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= n || best[t] < 0)
+        return;
+    const int m = n_ends[t];
+    if (m > max_ends) {
+        const unsigned long long slot = atomicAdd(&counts[1], 1ULL);
+        if (out_row)
+            overflow[slot] = t;
+        return;
+    }
+    const unsigned long long slot = atomicAdd(&counts[0], (unsigned long long)m);
+    if (!out_row)
+        return;
+    for (int k = 0; k < m; k++) {
+        out_row[slot + k] = cand_row[t];
+        out_contig[slot + k] = cand_contig[t];
+        out_start[slot + k] = win_start[t] + starts[k * n + t];
+        out_end[slot + k] = win_start[t] + ends[k * n + t] + 1;
+        out_edits[slot + k] = best[t];
     }
 }

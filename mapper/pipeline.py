@@ -26,7 +26,7 @@ from mapper.index import open_index
 from mapper.options import MAX_E
 from mapper.outputs import atomic_output
 from mapper.reads import prefetch, read_batches
-from mapper.render import HostWorkers, batch_loci, render
+from mapper.render import HostWorkers, batch_loci, emit, render
 from mapper.sam import header
 from mapper.seeding import SeedStats, strand_rows
 
@@ -186,9 +186,9 @@ def map_reads(opts):
                 with counters.timed("output"):
                     for part in parts:
                         count_batch(counters, part)
-                        sam.write(part.sam)
+                        emit(sam, part.sam)
                         if unmapped is not None:
-                            unmapped.write(part.unmapped)
+                            emit(unmapped, part.unmapped)
                 progress.update(len(batch))
 
         for batch in counters.timed_iter("parse", prefetch(read_batches(opts.reads, opts.batch_size))):

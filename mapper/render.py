@@ -6,7 +6,10 @@ cut into slices of whole reads, each slice is rendered by a worker, and the text
 written in input order, so the output is byte-identical to rendering inline.
 
 Workers are spawned (not forked: the main process may hold a CUDA context and threads) and see the
-reference through one memory-mapped temporary file, so N workers share one copy of the genome. As with
+reference through one memory-mapped temporary file, so N workers share one copy of the genome. A batch
+reaches them as one file and their SAM text comes back as files (in /dev/shm when it has room), which the
+main process copies to the output in the kernel (os.sendfile): the main process never pickles reads or
+SAM text. As with
 any spawned process, a script calling `pipeline.map_reads` must guard its entry point with
 `if __name__ == "__main__":`.
 """
@@ -66,8 +69,8 @@ def cap_records(found, best, max_records):
 
 @dataclass
 class Rendered:
-    sam: str
-    unmapped: str       # FASTQ/FASTA of the unmapped reads ('' unless asked for)
+    sam: object         # str, or a SpilledText from a worker process
+    unmapped: object    # FASTQ/FASTA of the unmapped reads ('' unless asked for), likewise
     nh: np.ndarray      # loci found per read (before the caps): the run's counters
     records: int        # SAM records of mapped reads
     align_s: float      # seconds spent on loci and CIGAR/MD
@@ -86,23 +89,121 @@ def render(batch, rows, maps, reference, best, max_records, want_unmapped):
     return Rendered(sam, unmapped, found.nh, len(loci), t1 - t0, time.perf_counter() - t1)
 
 
-def _slices(batch, rows, maps, workers):
-    """Jobs of whole reads [a, b) of a batch, each with its reads' e and verified mappings renumbered as a
-    batch of its own (rows a..b-1 forward and n+a..n+b-1 reverse become 0..m-1 and m..2m-1)."""
-    n = len(batch)
-    order = np.argsort(maps.row, kind="stable")
-    maps = maps.take(order)
+def _slice_bounds(n, workers):
+    """[a, b) read ranges that cut a batch of n reads into worker jobs."""
     step = max(1, min(SLICE_READS, -(-n // workers)))
-    for a in range(0, n, step):
-        b = min(a + step, n)
-        s0, s1 = batch.starts[a], batch.starts[b]
-        part = ReadBatch(batch.names[a:b], batch.seq[s0:s1], None if batch.qual is None else batch.qual[s0:s1],
-                         batch.starts[a:b + 1] - s0, batch.first + a)
-        f0, f1, r0, r1 = np.searchsorted(maps.row, [a, b, n + a, n + b])
-        take = np.r_[f0:f1, r0:r1]
-        sub = maps.take(take)
-        row = np.where(sub.row < n, sub.row - a, sub.row - n - a + (b - a))
-        yield part, rows.e[a:b], Mappings(row, sub.contig, sub.start, sub.end, sub.edits)
+    return [(a, min(a + step, n)) for a in range(0, n, step)]
+
+
+def _slice(batch, e, maps, a, b):
+    """Reads [a, b) of a batch as a batch of their own, with their e and verified mappings renumbered (rows
+    a..b-1 forward and n+a..n+b-1 reverse become 0..m-1 and m..2m-1); `maps` sorted by row."""
+    n = len(batch)
+    s0, s1 = batch.starts[a], batch.starts[b]
+    part = ReadBatch(batch.names[a:b], batch.seq[s0:s1], None if batch.qual is None else batch.qual[s0:s1],
+                     batch.starts[a:b + 1] - s0, batch.first + a)
+    f0, f1, r0, r1 = np.searchsorted(maps.row, [a, b, n + a, n + b])
+    sub = maps.take(np.r_[f0:f1, r0:r1])
+    row = np.where(sub.row < n, sub.row - a, sub.row - n - a + (b - a))
+    return part, e[a:b], Mappings(row, sub.contig, sub.start, sub.end, sub.edits)
+
+
+# -- worker processes: jobs and results travel as files, not through pipes ---------------------------------
+# A batch's inputs (reads, e, mappings) are written once by the main process into one file, which every
+# slice job maps read-only; each job writes its SAM text to a file of its own, which the main process copies
+# to the output with os.sendfile. Pickling them instead (about 1 KB of reads and SAM per read) made the main
+# process, which also drives the GPU, spend most of its time in pipe reads and writes under the GIL.
+
+_MAP_FIELDS = ("row", "contig", "start", "end", "edits")
+
+
+@dataclass
+class SpilledText:
+    """Text a worker left in a file, to be copied to an output (`emit`) or read (`text`) once."""
+    path: str
+    size: int
+
+    def text(self):
+        with open(self.path, "rb") as handle:
+            data = handle.read()
+        os.unlink(self.path)
+        return data.decode("ascii")
+
+
+def emit(handle, text):
+    """Write a rendered text (a str, or a SpilledText, copied by the kernel) to an open text file."""
+    if isinstance(text, str):
+        handle.write(text)
+        return
+    handle.flush()
+    with open(text.path, "rb") as source:
+        try:
+            sent = 0
+            while sent < text.size:
+                sent += os.sendfile(handle.fileno(), source.fileno(), sent, text.size - sent)
+        except OSError:  # an output sendfile cannot write to (rare): copy through user space
+            source.seek(sent)
+            handle.buffer.write(source.read())
+            handle.buffer.flush()
+    os.unlink(text.path)
+
+
+def _spill_root():
+    """RAM-backed /dev/shm when it has room for a few batches, else the temporary folder."""
+    try:
+        stats = os.statvfs("/dev/shm")
+        if stats.f_bavail * stats.f_frsize >= 2 << 30 and os.access("/dev/shm", os.W_OK):
+            return "/dev/shm"
+    except OSError:
+        pass
+    return None
+
+
+def _write_batch(folder, batch, e, maps):
+    """One file holding a batch's reads, e and mappings (sorted by row); returns (path, layout), layout
+    giving each array's (offset, dtype, count) for `_read_batch`."""
+    arrays = dict(starts=batch.starts, e=np.asarray(e, dtype=np.int64), seq=batch.seq,
+                  names=np.frombuffer("\n".join(batch.names).encode(), dtype=np.uint8),
+                  **{f: getattr(maps, f) for f in _MAP_FIELDS})
+    if batch.qual is not None:
+        arrays["qual"] = batch.qual
+    fd, path = tempfile.mkstemp(dir=folder, suffix=".batch")
+    layout, offset = {}, 0
+    with os.fdopen(fd, "wb") as handle:
+        for name, array in arrays.items():
+            array = np.ascontiguousarray(array)
+            pad = -offset % 8
+            handle.write(bytes(pad))
+            offset += pad
+            layout[name] = (offset, array.dtype.str, len(array))
+            handle.write(memoryview(array).cast("B"))
+            offset += array.nbytes
+    return path, layout
+
+
+def _read_batch(path, layout, first):
+    """(ReadBatch, e, Mappings) of a batch file, the arrays mapped from it, not copied."""
+    data = np.memmap(path, dtype=np.uint8, mode="r")
+
+    def get(name):
+        if name not in layout:
+            return None
+        offset, dtype, count = layout[name]
+        return data[offset:offset + count * np.dtype(dtype).itemsize].view(dtype)
+
+    names = get("names").tobytes().decode().split("\n")
+    batch = ReadBatch(names, get("seq"), get("qual"), get("starts"), first)
+    return batch, get("e"), Mappings(*(get(f) for f in _MAP_FIELDS))
+
+
+def _spill(text, folder, suffix):
+    if not text:
+        return text
+    data = text.encode("ascii")
+    fd, path = tempfile.mkstemp(dir=folder, suffix=suffix)
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data)
+    return SpilledText(path, len(data))
 
 
 _reference = None  # the worker's Reference (set by _init_worker)
@@ -113,20 +214,25 @@ def _init_worker(names, starts, lengths, codes_path):
     _reference = Reference(names, starts, lengths, np.load(codes_path, mmap_mode="r"))
 
 
-def _render_job(job, best, max_records, want_unmapped):
-    part, e, maps = job
+def _render_job(path, layout, first, a, b, options, folder):
+    """Reads [a, b) of a batch file rendered; the texts are left in files of `folder`."""
+    batch, e, maps = _read_batch(path, layout, first)
+    part, e, maps = _slice(batch, e, maps, a, b)
     rows = strand_rows(part.codes(), part.starts, e)
-    return render(part, rows, maps, _reference, best, max_records, want_unmapped)
+    done = render(part, rows, maps, _reference, *options)
+    done.sam, done.unmapped = _spill(done.sam, folder, ".sam"), _spill(done.unmapped, folder, ".fq")
+    return done
 
 
 class HostWorkers:
     """Render batches inline or in `workers` spawned processes, yielding results in order.
 
-    submit(batch, rows, maps) queues a batch (its StrandRows and verified mappings); ready(block) yields (batch, [Rendered]) of the
-    oldest batches, in submission order, once done (all of them, waiting, when block is True). At most
-    2 x workers slices are in flight, which bounds the memory held for pending batches. The processes start
-    with the first full batch (`batch_size` reads): a run of one short batch is rendered inline, as the
-    start-up would cost more than it saves."""
+    submit(batch, rows, maps) queues a batch (its StrandRows and verified mappings); ready(block) yields
+    (batch, [Rendered]) of the oldest batches, in submission order, once done (all of them, waiting, when
+    block is True); their texts are str or SpilledText, written with `emit`. At most 2 x workers slices are
+    in flight, which bounds the memory held for pending batches. The processes start with the first full
+    batch (`batch_size` reads): a run of one short batch is rendered inline, as the start-up would cost more
+    than it saves."""
 
     def __init__(self, workers, batch_size, reference, best, max_records, want_unmapped):
         self.workers = max(1, min(int(workers), MAX_WORKERS))
@@ -135,10 +241,12 @@ class HostWorkers:
         self.options = (best, max_records, want_unmapped)
         self._pool = None
         self._tmp = None
+        self._spill = None
         self._pending = collections.deque()
 
     def _start(self):
         self._tmp = tempfile.TemporaryDirectory(prefix="gkmap-ref-")
+        self._spill = tempfile.TemporaryDirectory(prefix="gkmap-jobs-", dir=_spill_root())
         codes_path = os.path.join(self._tmp.name, "codes.npy")
         np.save(codes_path, np.asarray(self.reference.codes))
         ref = self.reference
@@ -151,41 +259,50 @@ class HostWorkers:
         # default), which may not start processes of its own
         if self._pool is None and (self.workers == 1 or len(batch) < self.batch_size
                                    or multiprocessing.current_process().daemon):
-            self._pending.append((batch, [render(batch, rows, maps, self.reference, *self.options)]))
+            self._pending.append((batch, None, [render(batch, rows, maps, self.reference, *self.options)]))
             return
         if self._pool is None:
             self._start()
-        futures = [self._pool.submit(_render_job, job, *self.options)
-                   for job in _slices(batch, rows, maps, self.workers)]
-        self._pending.append((batch, futures))
+        path, layout = _write_batch(self._spill.name, batch, rows.e[:len(batch)],
+                                    maps.take(np.argsort(maps.row, kind="stable")))
+        futures = [self._pool.submit(_render_job, path, layout, batch.first, a, b, self.options, self._spill.name)
+                   for a, b in _slice_bounds(len(batch), self.workers)]
+        self._pending.append((batch, path, futures))
 
     def render_now(self, batch, rows, maps):
-        """One batch rendered (by the processes when there are), as one Rendered: for callers that map batch
-        by batch, such as a cluster worker's chunk task."""
+        """One batch rendered (by the processes when there are), as one Rendered with str texts: for callers
+        that map batch by batch, such as a cluster worker's chunk task."""
         self.submit(batch, rows, maps)
         (_, parts), = self.ready(block=True)
-        return Rendered("".join(p.sam for p in parts), "".join(p.unmapped for p in parts),
+        text = lambda t: t if isinstance(t, str) else t.text()
+        return Rendered("".join(text(p.sam) for p in parts), "".join(text(p.unmapped) for p in parts),
                         np.concatenate([p.nh for p in parts]), sum(p.records for p in parts),
                         sum(p.align_s for p in parts), sum(p.output_s for p in parts))
 
     def ready(self, block=False):
         """Finished batches, oldest first; with block, every pending batch. Keeps the in-flight bound."""
         while self._pending:
-            batch, jobs = self._pending[0]
-            in_flight = sum(len(j) for _, j in self._pending if not isinstance(j[0], Rendered))
-            done = isinstance(jobs[0], Rendered) or all(f.done() for f in jobs)
+            batch, path, jobs = self._pending[0]
+            in_flight = sum(len(j) for _, p, j in self._pending if p is not None)
+            done = path is None or all(f.done() for f in jobs)
             if not (block or done or in_flight > 2 * self.workers):
                 return
             self._pending.popleft()
-            yield batch, jobs if isinstance(jobs[0], Rendered) else [f.result() for f in jobs]
+            if path is None:
+                yield batch, jobs
+                continue
+            results = [f.result() for f in jobs]
+            os.unlink(path)
+            yield batch, results
 
     def close(self):
         if self._pool is not None:
             self._pool.shutdown(cancel_futures=True)
             self._pool = None
-        if self._tmp is not None:
-            self._tmp.cleanup()
-            self._tmp = None
+        for tmp in (self._tmp, self._spill):
+            if tmp is not None:
+                tmp.cleanup()
+        self._tmp = self._spill = None
 
     def __enter__(self):
         return self

@@ -20,6 +20,7 @@ Steps, each counted in `SeedStats`:
    and chains are cut into bands of width e+1, so that one verification covers a band and windows stay
    at most L + 3e long.
 """
+import functools
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -30,11 +31,17 @@ from mapper.alphabet import CODE_N, COMPLEMENT
 @dataclass
 class StrandRows:
     """Rows 0..n-1 are the reads forward, rows n..2n-1 their reverse complements."""
-    codes: np.ndarray      # uint8 [2T]
+    forward: np.ndarray    # uint8 [T]: the reads' codes (rows 0..n-1)
     start: np.ndarray      # int64 [2n]
     length: np.ndarray     # int64 [2n]
     e: np.ndarray          # int64 [2n]
     active: np.ndarray     # bool [2n]: rows worth seeding (not more Ns than e)
+
+    @functools.cached_property
+    def codes(self):
+        """uint8 [2T]: `forward`, then its reverse complement (rows n..2n-1). Built on first use: the cuda
+        backend builds its device copy from `forward` on the GPU and never needs this one."""
+        return np.concatenate([self.forward, COMPLEMENT[self.forward[::-1]]])
 
     @property
     def n_reads(self):
@@ -52,12 +59,11 @@ def strand_rows(codes, starts, e):
     total = len(codes)
     length = np.diff(starts)
     rc_start = total + (total - starts[1:])
-    is_n = codes == CODE_N
-    n_count = np.add.reduceat(is_n, starts[:-1]) if len(codes) else np.zeros(len(length), dtype=np.int64)
-    n_count = np.where(length > 0, n_count, 0)  # reduceat of an empty slice returns an element, not 0
+    is_n = np.flatnonzero(codes == CODE_N)  # usually none or few: counted per read only where they are
+    n_count = np.bincount(np.searchsorted(starts, is_n, side="right") - 1, minlength=len(length))
     active = n_count <= e
     return StrandRows(
-        codes=np.concatenate([codes, COMPLEMENT[codes[::-1]]]),
+        forward=codes,
         start=np.concatenate([starts[:-1], rc_start]),
         length=np.tile(length, 2),
         e=np.tile(np.asarray(e, dtype=np.int64), 2),

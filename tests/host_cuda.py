@@ -89,6 +89,13 @@ def empty(nbytes):
     return np.full(max(int(nbytes), 1), 0xA5, dtype=np.uint8)  # poisoned: unwritten output shows
 
 
+def memset(buffer, value, nbytes):
+    buffer[:nbytes] = value
+
+
+scratch, scratch_copy = empty, to_device  # the device's pooled buffers: plain arrays here too
+
+
 def from_device(buffer, shape, dtype):
     count = int(np.prod(shape))
     if count == 0:

@@ -51,6 +51,17 @@ def test_gpu_seeding_equals_numpy(backend, monkeypatch, request, index_dir, geno
     assert got_stats == want_stats
 
 
+def test_device_rows_equal_host_rows(backend):
+    """The strand rows the GPU builds from the forward codes (gather.cu strand_codes) are the host's,
+    N included; the host never builds its own copy for that."""
+    batch, rows = batch_rows(READS / "measles_Hm2_HiSeq_R1.fastq.gz", 300, 3)
+    rows.forward[::37] = 4  # some Ns
+    dev = backend._rows_on_device(rows)
+    assert "codes" not in vars(rows)
+    got = cuda_mapping.cuda.from_device(dev.codes, (2 * len(rows.forward),), np.uint8)
+    assert np.array_equal(got, rows.codes)
+
+
 def test_gpu_verification_equals_edlib(backend, index_dir):
     index = load_index(SHIGELLA, index_dir(SHIGELLA))
     batch, rows = batch_rows(READS / "shigella_dysenteriae_ERR6005894_R1.fastq.gz", 400, 8)

@@ -2,6 +2,8 @@
 aside); the published filter may lose mappings but never invents one; batch boundaries and host workers
 change nothing."""
 import gzip
+import subprocess
+import sys
 
 import pytest
 
@@ -63,6 +65,16 @@ def test_host_workers_change_nothing(gkmap, index_dir, tmp_path, shigella_reads,
     assert body(base) == body(other)
     assert (tmp_path / "u1.fq").read_bytes() == (tmp_path / "u2.fq").read_bytes()
     assert (tmp_path / "u1.fq").stat().st_size > 0
+
+
+def test_host_workers_to_a_pipe(index_dir, tmp_path, shigella_reads):
+    """Worker processes' SAM reaches standard output (a pipe, copied by os.sendfile) whole and in order."""
+    want = tmp_path / "want.sam"
+    command = [sys.executable, "-m", "mapper", "map", "--quiet", "--index", str(index_dir(SHIGELLA))]
+    subprocess.run(command + ["-o", str(want), str(SHIGELLA), str(shigella_reads)], check=True)
+    got = subprocess.run(command + ["-t", "3", "--batch-size", "500", str(SHIGELLA), str(shigella_reads)],
+                         check=True, capture_output=True, text=True).stdout
+    assert [l for l in got.splitlines() if not l.startswith("@PG")] == body(want)
 
 
 def test_dump_candidates_feeds_gkmap_filter(gkmap, index_dir, tmp_path, shigella_reads):

@@ -1,10 +1,11 @@
 """The PyCUDA layer: one context, the kernels of kernels/*.cu compiled at run time with -D constants and cached,
-device buffers, launches and event timing.
+device buffers (plain, or pooled for per-batch scratch), launches and event timing.
 
 This is the only module that imports pycuda, and it does so inside its functions, on first use: `import mapper`
 works on a machine without a GPU. Kernels are compiled per set of constants (READ_LEN, MAX_E, ...) plus the
 2-bit code of mapper/alphabet.py (CODE_A .. CODE_N), so numpy and CUDA cannot disagree on the code; PyCUDA
-also keeps the binaries in its on-disk cache. Memory is plain device memory (cuMemAlloc), never managed memory.
+also keeps the binaries in its on-disk cache. Memory is plain device memory (cuMemAlloc, directly or through
+PyCUDA's pool), never managed memory.
 """
 import functools
 from pathlib import Path
@@ -51,6 +52,39 @@ def to_device(array):
 def empty(nbytes):
     """An uninitialised device buffer of nbytes (at least 1)."""
     return driver().mem_alloc(max(int(nbytes), 1))
+
+
+@functools.lru_cache(maxsize=None)
+def _pool():
+    """The process's device memory pool (PyCUDA's, over plain cuMemAlloc). Emptied at exit, before the
+    context is popped (atexit runs hooks in reverse order of registration, autoinit's first)."""
+    import atexit
+    driver()
+    from pycuda.tools import DeviceMemoryPool
+    pool = DeviceMemoryPool()
+    atexit.register(pool.stop_holding)
+    return pool
+
+
+def scratch(nbytes):
+    """A device buffer of nbytes from the pool: for the per-batch buffers of the mapping stages, whose
+    cuMemAlloc / cuMemFree (which waits for the device) per batch cost more than the kernels that use them.
+    Freed buffers stay in the pool for the next batch; the pool gives held memory back when an allocation
+    would not fit."""
+    return _pool().allocate(max(int(nbytes), 1))
+
+
+def scratch_copy(array):
+    """A pooled device copy of a host array."""
+    array = np.ascontiguousarray(array)
+    buffer = scratch(array.nbytes)
+    driver().memcpy_htod(buffer, array)
+    return buffer
+
+
+def memset(buffer, value, nbytes):
+    """Set nbytes of a device buffer to the byte value (in stream order with the launches)."""
+    driver().memset_d8(buffer, value, nbytes)
 
 
 def from_device(buffer, shape, dtype):

@@ -17,7 +17,7 @@ from mapper.backends import cuda
 from mapper.backends.base import Backend
 from mapper.filters import windows
 from mapper.options import MAX_E
-from mapper.seeding import Candidates, SeedStats, ragged_arange
+from mapper.seeding import Candidates, SeedStats
 from mapper.verify import Mappings, verify as host_verify
 
 MAX_ENDS = 8
@@ -58,9 +58,9 @@ class CudaBackend(Backend):
         kfirst = np.cumsum(nk, dtype=np.int64) - nk
         n_kmers = int(nk.sum())
         dev = self._rows_on_device(rows)
-        d_nk, d_kfirst = cuda.to_device(nk), cuda.to_device(kfirst)
-        key, size, flags = cuda.empty(4 * n_kmers), cuda.empty(8 * n_kmers), cuda.empty(n_kmers)
-        row_hits = cuda.empty(8 * n_rows)
+        d_nk, d_kfirst = cuda.scratch_copy(nk), cuda.scratch_copy(kfirst)
+        key, size, flags = cuda.scratch(4 * n_kmers), cuda.scratch(8 * n_kmers), cuda.scratch(n_kmers)
+        row_hits = cuda.scratch(8 * n_rows)
         cuda.launch(kernel("seed_select"), n_rows, dev.codes, dev.start, d_nk, d_kfirst, dev.e, np.int32(n_rows),
                     offsets, key, size, flags, row_hits)
         hits = cuda.from_device(row_hits, (n_rows,), np.int64)
@@ -71,14 +71,14 @@ class CudaBackend(Backend):
             count = end - begin
             slot = np.cumsum(hits[begin:end]) - hits[begin:end]
             capacity = int(hits[begin:end].sum())
-            d_slot, rows_args = cuda.to_device(slot), (np.int32(begin), np.int32(count))
-            diag_contig, diag_value, kept = cuda.empty(4 * capacity), cuda.empty(8 * capacity), cuda.empty(capacity)
-            n_diag, n_adj, n_band = cuda.empty(4 * count), cuda.empty(4 * count), cuda.empty(4 * count)
+            d_slot, rows_args = cuda.scratch_copy(slot), (np.int32(begin), np.int32(count))
+            diag_contig, diag_value, kept = cuda.scratch(4 * capacity), cuda.scratch(8 * capacity), cuda.scratch(capacity)
+            n_diag, n_adj, n_band = cuda.scratch(4 * count), cuda.scratch(4 * count), cuda.scratch(4 * count)
             cuda.launch(kernel("seed_diagonals"), count, key, flags, d_nk, d_kfirst, d_slot, *rows_args, offsets,
                         positions, contig_starts, np.int32(n_contigs), diag_contig, diag_value, n_diag)
             cuda.launch(kernel("seed_adjacent"), capacity, key, flags, d_nk, d_kfirst, dev.e, d_slot, n_diag,
                         *rows_args, np.int64(capacity), offsets, positions, diag_value, kept)
-            band_contig, band_lo, band_hi = cuda.empty(4 * capacity), cuda.empty(8 * capacity), cuda.empty(8 * capacity)
+            band_contig, band_lo, band_hi = cuda.scratch(4 * capacity), cuda.scratch(8 * capacity), cuda.scratch(8 * capacity)
             cuda.launch(kernel("seed_bands"), count, dev.e, d_slot, n_diag, *rows_args, diag_contig, diag_value,
                         kept, band_contig, band_lo, band_hi, n_adj, n_band)
             bands = cuda.from_device(n_band, (count,), np.int32).astype(np.int64)
@@ -87,9 +87,9 @@ class CudaBackend(Backend):
             total = int(bands.sum())
             if not total:
                 continue
-            out = [cuda.empty(4 * total), cuda.empty(4 * total), cuda.empty(8 * total), cuda.empty(8 * total)]
-            cuda.launch(kernel("seed_compact"), count, d_slot, cuda.to_device(np.cumsum(bands) - bands),
-                        cuda.to_device(bands.astype(np.int32)), *rows_args, band_contig, band_lo, band_hi, *out)
+            out = [cuda.scratch(4 * total), cuda.scratch(4 * total), cuda.scratch(8 * total), cuda.scratch(8 * total)]
+            cuda.launch(kernel("seed_compact"), count, d_slot, cuda.scratch_copy(np.cumsum(bands) - bands),
+                        cuda.scratch_copy(bands.astype(np.int32)), *rows_args, band_contig, band_lo, band_hi, *out)
             parts.append((total, *out))
         cands = DeviceCandidates(parts)
         stats.bands = len(cands)
@@ -132,7 +132,7 @@ class CudaBackend(Backend):
         width = L if mode == "faithful" else L + 3 * e
         keep = []
         for n, row, contig, lo, hi in cands.parts:
-            spans = [cuda.empty(8 * n) for _ in range(5)]
+            spans = [cuda.scratch(8 * n) for _ in range(5)]
             cuda.launch(cuda.function("gather.cu", "filter_spans"), n, row, contig, lo, hi, np.int64(n), dev.start,
                         dev.length, dev.e, contig_starts, contig_ends, np.int32(mode == "faithful"), *spans)
             read_start, read_end, ref_start, ref_lo, ref_hi = spans
@@ -142,10 +142,15 @@ class CudaBackend(Backend):
         return np.concatenate(keep)
 
     def _rows_on_device(self, rows):
-        """This batch's strand rows in device memory (one upload per batch, shared by the stages)."""
+        """This batch's strand rows in device memory (one upload per batch, shared by the stages; the
+        reverse strand is built there)."""
         if self._rows_of is not rows:
-            self._rows = DeviceRows(cuda.to_device(rows.codes), cuda.to_device(rows.start.astype(np.int64)),
-                                    cuda.to_device(rows.length.astype(np.int32)), cuda.to_device(rows.e.astype(np.int32)))
+            total = len(rows.forward)
+            codes = cuda.scratch(2 * total)
+            cuda.launch(cuda.function("gather.cu", "strand_codes"), total, cuda.scratch_copy(rows.forward),
+                        np.int64(total), codes)
+            self._rows = DeviceRows(codes, cuda.scratch_copy(rows.start.astype(np.int64)),
+                                    cuda.scratch_copy(rows.length.astype(np.int32)), cuda.scratch_copy(rows.e.astype(np.int32)))
             self._rows_of = rows
         return self._rows
 
@@ -173,31 +178,28 @@ class CudaBackend(Backend):
     def _verify_part(self, rows, part, genome, dev, contig_starts, contig_ends, reference):
         n, row, contig, lo, hi = part
         gather = lambda name: cuda.function("gather.cu", name)
-        read_start, read_len, max_e = cuda.empty(8 * n), cuda.empty(4 * n), cuda.empty(4 * n)
-        win_start, win_len = cuda.empty(8 * n), cuda.empty(4 * n)
+        read_start, read_len, max_e = cuda.scratch(8 * n), cuda.scratch(4 * n), cuda.scratch(4 * n)
+        win_start, win_len = cuda.scratch(8 * n), cuda.scratch(4 * n)
         cuda.launch(gather("candidate_windows"), n, row, contig, lo, hi, np.int64(n), dev.start, dev.length, dev.e,
                     contig_starts, contig_ends, read_start, read_len, max_e, win_start, win_len)
         best, n_ends, ends, starts = _verify_device(genome, dev.codes, read_start, read_len, max_e, win_start, win_len,
                                                     n, int(rows.length.max()))
-        best_h = cuda.from_device(best, (n,), np.int32)
-        n_ends_h = cuda.from_device(n_ends, (n,), np.int32)
-        overflow = n_ends_h > MAX_ENDS
-        found = np.flatnonzero((best_h >= 0) & ~overflow)
-        if len(found):
-            f_row = _take(row, n, found).astype(np.int64)
-            f_contig = _take(contig, n, found).astype(np.int64)
-            f_start = _take(win_start, n, found, dtype=np.int64)
-            f_ends = _take(ends, n, found, MAX_ENDS).reshape(MAX_ENDS, len(found))
-            f_starts = _take(starts, n, found, MAX_ENDS).reshape(MAX_ENDS, len(found))
-            owner, k = ragged_arange(n_ends_h[found])
-            maps = Mappings(f_row[owner], f_contig[owner], f_start[owner] + f_starts[k, owner],
-                            f_start[owner] + f_ends[k, owner] + 1, best_h[found][owner].astype(np.int64))
-        else:
-            maps = Mappings(*(np.zeros(0, np.int64) for _ in range(5)))
-        if not overflow.any():
+        # found windows -> mapping records on the device (gather.cu found_mappings): count, then write
+        found = gather("found_mappings")
+        counts = cuda.scratch_copy(np.zeros(2, dtype=np.uint64))
+        common = (best, n_ends, ends, starts, np.int64(n), np.int32(MAX_ENDS), row, contig, win_start, counts)
+        cuda.launch(found, n, *common, *(np.intp(0),) * 6)
+        n_maps, n_over = (int(c) for c in cuda.from_device(counts, (2,), np.uint64))
+        out = [cuda.scratch(size * n_maps) for size in (4, 4, 8, 8, 4)]
+        over = cuda.scratch(8 * n_over)
+        cuda.memset(counts, 0, 16)
+        cuda.launch(found, n, *common, *out, over)
+        maps = Mappings(*(cuda.from_device(buf, (n_maps,), dtype).astype(np.int64)
+                          for buf, dtype in zip(out, (np.int32, np.int32, np.int64, np.int64, np.int32))))
+        if not n_over:
             return maps
-        over = np.flatnonzero(overflow)
-        redo = Candidates(*(_take(buf, n, over, dtype=dtype).astype(np.int64)
+        redo_at = np.sort(cuda.from_device(over, (n_over,), np.int64))
+        redo = Candidates(*(_take(buf, n, redo_at, dtype=dtype).astype(np.int64)
                             for buf, dtype in zip((row, contig, lo, hi), COLUMNS)))
         host = host_verify(rows, redo, reference)
         return Mappings(*(np.concatenate([getattr(maps, f), getattr(host, f)])
@@ -224,7 +226,7 @@ class DeviceCandidates:
         if not len(cands):
             return cls([])
         columns = (cands.row, cands.contig, cands.lo, cands.hi)
-        return cls([(len(cands), *(cuda.to_device(c.astype(t)) for c, t in zip(columns, COLUMNS)))])
+        return cls([(len(cands), *(cuda.scratch_copy(c.astype(t)) for c, t in zip(columns, COLUMNS)))])
 
     def __len__(self):
         return sum(part[0] for part in self.parts)
@@ -266,7 +268,7 @@ def _chunks(hits, capacity):
 def _gather(codes, start, lo, hi, width, n):
     """Device ASCII rows [n, width] of a device code array (kernels/gather.cu; N outside [lo, hi));
     start/lo/hi are device int64 buffers of n items."""
-    out = cuda.empty(n * width)
+    out = cuda.scratch(n * width)
     cuda.launch(cuda.function("gather.cu", "gather_ascii"), n * width, codes, start, lo, hi,
                 np.int32(width), np.int64(n * width), out)
     return out
@@ -274,7 +276,7 @@ def _gather(codes, start, lo, hi, width, n):
 
 def _gather_host(codes, start, lo, hi, width):
     """_gather with start/lo/hi given as host arrays."""
-    up = lambda a: cuda.to_device(np.asarray(a, dtype=np.int64))
+    up = lambda a: cuda.scratch_copy(np.asarray(a, dtype=np.int64))
     return _gather(codes, up(start), up(lo), up(hi), width, len(start))
 
 
@@ -288,10 +290,10 @@ def _decide(gk, mode, read_rows, ref_rows, n, L, e):
 def _take_device(buffer, n_src, index, planes=1, dtype=np.int32):
     """Device buffer of buffer[k * n_src + index[i]] for k < planes (gather.cu take_i32 / take_i64)."""
     n = len(index)
-    out = cuda.empty(np.dtype(dtype).itemsize * n * planes)
+    out = cuda.scratch(np.dtype(dtype).itemsize * n * planes)
     name = "take_i64" if np.dtype(dtype).itemsize == 8 else "take_i32"
     cuda.launch(cuda.function("gather.cu", name), n * planes, buffer, np.int64(n_src),
-                cuda.to_device(index.astype(np.int64)), np.int64(n), np.int32(planes), out)
+                cuda.scratch_copy(index.astype(np.int64)), np.int64(n), np.int32(planes), out)
     return out
 
 
@@ -305,8 +307,8 @@ def _verify_device(genome, reads, read_start, read_len, max_e, win_start, win_le
     (best, n_ends, ends [MAX_ENDS, n], starts [MAX_ENDS, n])."""
     words = max(1, -(-int(longest) // 64))
     kernel = cuda.function("myers.cu", "verify_windows", MAX_WORDS=words, MAX_ENDS=MAX_ENDS)
-    best, n_ends = cuda.empty(4 * n), cuda.empty(4 * n)
-    ends, starts = cuda.empty(4 * MAX_ENDS * n), cuda.empty(4 * MAX_ENDS * n)
+    best, n_ends = cuda.scratch(4 * n), cuda.scratch(4 * n)
+    ends, starts = cuda.scratch(4 * MAX_ENDS * n), cuda.scratch(4 * MAX_ENDS * n)
     cuda.launch(kernel, n, genome, reads, read_start, read_len, max_e, win_start, win_len, np.int32(n),
                 best, n_ends, ends, starts)
     return best, n_ends, ends, starts
@@ -316,7 +318,7 @@ def verify_windows(genome, reads, read_start, read_len, max_e, win_start, win_le
     """kernels/myers.cu on n windows given as host arrays (tests and the paper's verification timing).
     Returns host arrays best [n], n_ends [n], ends [MAX_ENDS, n], starts [MAX_ENDS, n] (window-relative)."""
     n = len(read_start)
-    up = lambda a, dtype: cuda.to_device(np.asarray(a).astype(dtype, copy=False))
+    up = lambda a, dtype: cuda.scratch_copy(np.asarray(a).astype(dtype, copy=False))
     out = _verify_device(up(genome, np.uint8), up(reads, np.uint8), up(read_start, np.int64),
                          up(read_len, np.int32), up(max_e, np.int32), up(win_start, np.int64), up(win_len, np.int32),
                          n, np.max(read_len))
