@@ -3,11 +3,17 @@ device buffers (plain, or pooled for per-batch scratch), launches and event timi
 
 This is the only module that imports pycuda, and it does so inside its functions, on first use: `import mapper`
 works on a machine without a GPU. Kernels are compiled per set of constants (READ_LEN, MAX_E, ...) plus the
-2-bit code of mapper/alphabet.py (CODE_A .. CODE_N), so numpy and CUDA cannot disagree on the code; PyCUDA
-also keeps the binaries in its on-disk cache. Memory is plain device memory (cuMemAlloc, directly or through
+2-bit code of mapper/alphabet.py (CODE_A .. CODE_N), so numpy and CUDA cannot disagree on the code; the
+binaries are kept in an on-disk cache (`cubin`). Memory is plain device memory (cuMemAlloc, directly or through
 PyCUDA's pool), never managed memory.
 """
+import contextlib
 import functools
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -30,13 +36,49 @@ def code_defines():
     return {**{f"CODE_{b}": i for i, b in enumerate(BASES)}, "CODE_N": CODE_N}
 
 
+def _cache_dir():
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "gkmap" / "kernels"
+
+
+@functools.lru_cache(maxsize=None)
+def cubin(source, defines, arch):
+    """The binary of kernels/`source` compiled with `defines` (sorted (name, value) pairs) for `arch`
+    (e.g. "sm_90"), from an on-disk cache keyed by the sources (the .cu and every .cuh), the defines, the GPU's
+    architecture and the nvcc binary. PyCUDA's own cache asks nvcc for its version and runs the preprocessor
+    on every look-up, which costs about half a second per run; this one costs a hash and a file read."""
+    nvcc = shutil.which("nvcc") or "nvcc"
+    digest = hashlib.sha256(repr((source, defines, arch, nvcc, _mtime(nvcc))).encode())
+    for path in sorted(KERNEL_DIR.glob("*.cuh")) + [KERNEL_DIR / source]:
+        digest.update(path.read_bytes())
+    cached = _cache_dir() / f"{Path(source).stem}-{digest.hexdigest()[:32]}.cubin"
+    if cached.exists():
+        return cached.read_bytes()
+    with tempfile.TemporaryDirectory(prefix="gkmap-nvcc-") as tmp:
+        out = Path(tmp) / "k.cubin"
+        done = subprocess.run([nvcc, "-cubin", f"-arch={arch}", f"-I{KERNEL_DIR}",
+                               *(f"-D{k}={v}" for k, v in defines), "-o", str(out), str(KERNEL_DIR / source)],
+                              capture_output=True, text=True)
+        if done.returncode:
+            raise RuntimeError(f"nvcc could not compile kernels/{source}: {done.stderr.strip()}")
+        binary = out.read_bytes()
+    with contextlib.suppress(OSError):  # an unwritable cache only costs the next run a compile
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        partial = cached.with_suffix(f".{os.getpid()}.tmp")
+        partial.write_bytes(binary)
+        os.replace(partial, cached)
+    return binary
+
+
+def _mtime(program):
+    with contextlib.suppress(OSError):
+        return os.stat(program).st_mtime_ns
+    return None
+
+
 @functools.lru_cache(maxsize=None)
 def _module(source, defines):
-    driver()
-    from pycuda.compiler import SourceModule
-    text = (KERNEL_DIR / source).read_text()
-    return SourceModule(text, options=[f"-D{k}={v}" for k, v in defines], include_dirs=[str(KERNEL_DIR)],
-                        no_extern_c=True)
+    drv = driver()
+    return drv.module_from_buffer(cubin(source, defines, "sm_%d%d" % drv.Context.get_device().compute_capability()))
 
 
 def function(source, name, **defines):

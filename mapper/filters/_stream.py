@@ -15,8 +15,6 @@ i+1, the kernel of batch i and the copy back of batch i-1 overlap (one copy engi
 them). Decisions and estimates land in pinned arrays; the host waits once, at the end.
 """
 import contextlib
-import functools
-import threading
 
 import numpy as np
 
@@ -25,16 +23,6 @@ from mapper.backends import cuda
 BATCH = 1 << 22
 NSLOTS = 3
 ALIGN = 256  # bytes between the starts of buffers carved out of one allocation
-_BUILD = threading.Lock()  # workers compiling the same kernel would race on PyCUDA's cache file
-
-
-@functools.lru_cache(maxsize=None)
-def _cubin(source, defines, arch):
-    """Kernel binary of kernels/`source` with `defines`, once per process: PyCUDA's disk cache runs the
-    preprocessor on every look-up (a tenth of a second a module), too slow for a worker's start."""
-    from pycuda.compiler import compile
-    return compile((cuda.KERNEL_DIR / source).read_text(), options=[f"-D{k}={v}" for k, v in defines],
-                   include_dirs=[str(cuda.KERNEL_DIR)], no_extern_c=True, arch=arch)
 
 
 def aligned(nbytes):
@@ -74,9 +62,7 @@ class Device:
         key = (source, tuple(sorted({**cuda.code_defines(), **defines}.items())))
         if key not in self._modules:  # this context needs its own module, from the process's binary
             arch = "sm_%d%d" % self.drv.Context.get_device().compute_capability()
-            with _BUILD:
-                binary = _cubin(*key, arch)
-            self._modules[key] = self.drv.module_from_buffer(binary)
+            self._modules[key] = self.drv.module_from_buffer(cuda.cubin(*key, arch))
         return self._modules[key].get_function(name)
 
     def alloc(self, nbytes):

@@ -1,0 +1,45 @@
+"""mapper.backends.cuda.cubin: kernels are compiled by nvcc once and then read from the on-disk cache
+(nvcc is on every machine that builds gkmap, GPU or not); a change of source or defines compiles anew, and
+a compile error names the kernel source."""
+import shutil
+import subprocess
+
+import pytest
+
+from mapper.backends import cuda
+
+pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed here")
+DEFINES = tuple(sorted(cuda.code_defines().items()))
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    cuda.cubin.cache_clear()
+    yield tmp_path / "gkmap" / "kernels"
+    cuda.cubin.cache_clear()
+
+
+def test_compiled_once_then_read_from_disk(cache, monkeypatch):
+    binary = cuda.cubin("gather.cu", DEFINES, "sm_90")
+    assert binary[:4] == b"\x7fELF"
+    assert [p.read_bytes() for p in cache.glob("gather-*.cubin")] == [binary]
+    cuda.cubin.cache_clear()
+
+    def no_compiler(*args, **kwargs):
+        raise AssertionError("compiled again")
+    monkeypatch.setattr(subprocess, "run", no_compiler)
+    assert cuda.cubin("gather.cu", DEFINES, "sm_90") == binary
+
+
+def test_other_defines_compile_anew(cache):
+    cuda.cubin("gather.cu", DEFINES, "sm_90")
+    cuda.cubin("gather.cu", DEFINES + (("UNUSED_FLAG", 1),), "sm_90")
+    assert len(list(cache.glob("gather-*.cubin"))) == 2
+
+
+def test_compile_error_names_the_source(cache):
+    broken = tuple(sorted({**dict(DEFINES), "CODE_A": "("}.items()))
+    with pytest.raises(RuntimeError, match=r"kernels/gather\.cu"):
+        cuda.cubin("gather.cu", broken, "sm_90")
+    assert not list(cache.glob("*.cubin"))
