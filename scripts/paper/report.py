@@ -321,6 +321,15 @@ def build(ctx):
     missing = [f"- **{TITLES[s]}** (`{s}`): " + (_status(loaded[s][1]) if loaded[s] else "never run")
                for s in STAGES if s not in data or not loaded[s][1]["status"] == "complete"]
     lines += ["## Missing or incomplete stages", ""] + (missing or ["None: every stage has complete results."]) + [""]
+    lines += ["## Where each stage ran", "", "Each stage's own run (the tables below repeat it with the command and "
+              "versions); seconds = the stage's wall time, without the report.", ""]
+    lines += md_table([("stage", "stage"), ("status", "status"), ("size", "size"), ("seconds", "seconds"),
+                       ("machine", "machine"), ("GPU", "gpu"), ("date", "date")],
+                      [dict(stage=f"`{s}`", status=_status(loaded[s][1]).split(":")[0],
+                            size="quick" if loaded[s][1].get("quick") else "full",
+                            seconds=loaded[s][1].get("seconds", "not recorded"), machine=loaded[s][1]["machine"],
+                            gpu=loaded[s][1].get("gpu", "none used"), date=loaded[s][1]["date"])
+                       for s in STAGES if loaded[s]]) + [""]
     lines += ["## 6. Summary of the headline claims", ""]
     lines += md_table([("claim", "claim"), ("paper", "paper"), ("paper source", "paper_source"), ("ours", "ours"),
                        ("verdict", "verdict"), ("why", "why")], claims) + [""]
@@ -357,10 +366,13 @@ def build(ctx):
     if "filter-throughput" in data:
         record = loaded["filter-throughput"][1]
         lines += ["## 2-3. Filter throughput (paper Table 2, S.13-S.20)", ""] + provenance(record)
-        lines += [f"One GPU only: this machine has {record.get('gpu_count', 0) or 'no'} GPU(s) and `gkmap filter` has "
-                  f"no multi-GPU split yet, so the paper's n-GPU columns (S.21-S.23) are not measured. Kernel = the "
-                  f"filter computation alone (cuda: kernel events); filter = ASCII in host memory to decisions in host "
-                  f"memory. Effect of E and of read length: figures 2 and 3.", ""]
+        lines += [f"One GPU only: the stage times one GPU's in-memory path (this machine has "
+                  f"{record.get('gpu_count', 0) or 'no'} GPU(s)), so the paper's n-GPU columns (S.21-S.23) are not "
+                  f"measured; `gkmap filter --gpus N` spreads a pairs file over N GPUs but is not part of this stage. "
+                  f"Kernel = the filter computation alone (cuda: kernel events); filter = ASCII in host memory to "
+                  f"decisions in host memory. Pair counts differ by device and encoding (the run sizes above; "
+                  f"cuda host-encoded runs fewer pairs: its host-side packing is the slow part). Effect of E and of "
+                  f"read length: figures 2 and 3.", ""]
         lines += md_table([("device", "device"), ("encoding", "encoding"), ("mode", "mode"), ("L", "read_length"),
                            ("E", "E"), ("pairs", "pairs"), ("passes", "repeats"), ("kernel s", "kernel_s"),
                            ("filter s", "filter_s"),
@@ -398,7 +410,17 @@ def build(ctx):
                            ("**paper** overall speed-up", lambda r: r.get("published_overall_speedup", "")),
                            ("**paper** source", lambda r: r.get("published_source", ""))], rows) + [""]
     if "power" in data:
+        rows = data["power"]
         lines += ["## 5. GPU power and utilisation (paper Table 6 / S.26)", ""] + provenance(loaded["power"][1])
+        busiest = max(float(r["utilisation_avg_pct"]) for r in rows)
+        lines += [f"Average power {min(int(r['power_avg_mw']) for r in rows) / 1000:.0f}-"
+                  f"{max(int(r['power_avg_mw']) for r in rows) / 1000:.0f} W against "
+                  f"{int(rows[0]['idle_power_mw']) / 1000:.0f} W idle (median before the runs), at an average GPU "
+                  f"utilisation of {busiest} % at most"
+                  + (": the filter from ASCII in host memory is bound by host work (encoding, copies), so the GPU "
+                     "waits most of each pass" if busiest < 10 else "") +
+                  ". Samples: NVML readings taken every 10 ms by a Python thread, fewer when the filter holds the "
+                  "interpreter.", ""]
         lines += md_table([("mode", "mode"), ("encoding", "encoding"), ("L", "read_length"), ("E", "E"),
                            ("passes", "passes"), ("samples", "samples"), ("idle mW", "idle_power_mw"),
                            ("min mW", "power_min_mw"), ("max mW", "power_max_mw"), ("avg mW", "power_avg_mw"),
