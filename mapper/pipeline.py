@@ -24,9 +24,9 @@ from mapper.errors import UsageError
 from mapper.filters.windows import MODES as FILTER_MODES, candidate_pairs
 from mapper.index import open_index
 from mapper.options import MAX_E
-from mapper.outputs import atomic_output
+from mapper.outputs import BackgroundWriter, atomic_output
 from mapper.reads import prefetch, read_batches
-from mapper.render import HostWorkers, batch_loci, emit, render
+from mapper.render import HostWorkers, batch_loci, render
 from mapper.sam import header
 from mapper.seeding import SeedStats, strand_rows
 
@@ -175,27 +175,37 @@ def map_reads(opts):
     progress = progress_bar(opts, " reads")
     with contextlib.ExitStack() as outputs:
         optional = lambda path: outputs.enter_context(atomic_output(path)) if path else None
-        sam = outputs.enter_context(atomic_output(opts.output))
-        unmapped, dump = optional(opts.unmapped), optional(opts.dump_candidates)
+        sam_file = outputs.enter_context(atomic_output(opts.output))
+        unmapped_file, dump = optional(opts.unmapped), optional(opts.dump_candidates)
+        sam_file.write(header(index.reference, opts.command_line))
         workers = outputs.enter_context(HostWorkers(opts.host_workers(), opts.batch_size, index.reference,
-                                                    opts.best, opts.max_records, unmapped is not None))
-        sam.write(header(index.reference, opts.command_line))
+                                                    opts.best, opts.max_records, unmapped_file is not None))
+        sam = BackgroundWriter(sam_file)
+        unmapped = BackgroundWriter(unmapped_file) if unmapped_file is not None else None
+        writers = [w for w in (sam, unmapped) if w is not None]
 
         def write(block=False):
             for batch, parts in workers.ready(block):
-                with counters.timed("output"):
-                    for part in parts:
-                        count_batch(counters, part)
-                        emit(sam, part.sam)
-                        if unmapped is not None:
-                            emit(unmapped, part.unmapped)
+                for part in parts:
+                    count_batch(counters, part)
+                    sam.put(part.sam)
+                    if unmapped is not None:
+                        unmapped.put(part.unmapped)
                 progress.update(len(batch))
 
-        for batch in counters.timed_iter("parse", prefetch(read_batches(opts.reads, opts.batch_size))):
-            rows, maps = find_mappings(batch, index, backend, filter_mode, opts.e, opts.reads, counters, dump)
-            workers.submit(batch, rows, maps)
-            write()
-        write(block=True)
+        try:
+            for batch in counters.timed_iter("parse", prefetch(read_batches(opts.reads, opts.batch_size))):
+                rows, maps = find_mappings(batch, index, backend, filter_mode, opts.e, opts.reads, counters, dump)
+                workers.submit(batch, rows, maps)
+                write()
+            write(block=True)
+        except BaseException:
+            for writer in writers:
+                writer.close(raise_error=False)
+            raise
+        with counters.timed("output"):
+            for writer in writers:
+                writer.close()
     progress.close()
     counters.seconds = time.perf_counter() - t0
     log.info("%s", counters.summary())

@@ -97,13 +97,14 @@ def _slice_bounds(n, workers):
 
 def _slice(batch, e, maps, a, b):
     """Reads [a, b) of a batch as a batch of their own, with their e and verified mappings renumbered (rows
-    a..b-1 forward and n+a..n+b-1 reverse become 0..m-1 and m..2m-1); `maps` sorted by row."""
+    a..b-1 forward and n+a..n+b-1 reverse become 0..m-1 and m..2m-1). `maps` in any order (the loci chosen
+    from them do not depend on it): each worker picks its own, so the main process need not sort them."""
     n = len(batch)
     s0, s1 = batch.starts[a], batch.starts[b]
     part = ReadBatch(batch.names[a:b], batch.seq[s0:s1], None if batch.qual is None else batch.qual[s0:s1],
                      batch.starts[a:b + 1] - s0, batch.first + a)
-    f0, f1, r0, r1 = np.searchsorted(maps.row, [a, b, n + a, n + b])
-    sub = maps.take(np.r_[f0:f1, r0:r1])
+    row = maps.row
+    sub = maps.take(np.flatnonzero(((row >= a) & (row < b)) | ((row >= n + a) & (row < n + b))))
     row = np.where(sub.row < n, sub.row - a, sub.row - n - a + (b - a))
     return part, e[a:b], Mappings(row, sub.contig, sub.start, sub.end, sub.edits)
 
@@ -130,24 +131,6 @@ class SpilledText:
         return data.decode("ascii")
 
 
-def emit(handle, text):
-    """Write a rendered text (a str, or a SpilledText, copied by the kernel) to an open text file."""
-    if isinstance(text, str):
-        handle.write(text)
-        return
-    handle.flush()
-    with open(text.path, "rb") as source:
-        try:
-            sent = 0
-            while sent < text.size:
-                sent += os.sendfile(handle.fileno(), source.fileno(), sent, text.size - sent)
-        except OSError:  # an output sendfile cannot write to (rare): copy through user space
-            source.seek(sent)
-            handle.buffer.write(source.read())
-            handle.buffer.flush()
-    os.unlink(text.path)
-
-
 def _spill_root():
     """RAM-backed /dev/shm when it has room for a few batches, else the temporary folder."""
     try:
@@ -160,7 +143,7 @@ def _spill_root():
 
 
 def _write_batch(folder, batch, e, maps):
-    """One file holding a batch's reads, e and mappings (sorted by row); returns (path, layout), layout
+    """One file holding a batch's reads, e and mappings; returns (path, layout), layout
     giving each array's (offset, dtype, count) for `_read_batch`."""
     arrays = dict(starts=batch.starts, e=np.asarray(e, dtype=np.int64), seq=batch.seq,
                   names=np.frombuffer("\n".join(batch.names).encode(), dtype=np.uint8),
@@ -229,7 +212,7 @@ class HostWorkers:
 
     submit(batch, rows, maps) queues a batch (its StrandRows and verified mappings); ready(block) yields
     (batch, [Rendered]) of the oldest batches, in submission order, once done (all of them, waiting, when
-    block is True); their texts are str or SpilledText, written with `emit`. At most 2 x workers slices are
+    block is True); their texts are str or SpilledText, written with outputs.emit. At most 2 x workers slices are
     in flight, which bounds the memory held for pending batches. The processes start with the first full
     batch (`batch_size` reads): a run of one short batch is rendered inline, as the start-up would cost more
     than it saves."""
@@ -263,8 +246,7 @@ class HostWorkers:
             return
         if self._pool is None:
             self._start()
-        path, layout = _write_batch(self._spill.name, batch, rows.e[:len(batch)],
-                                    maps.take(np.argsort(maps.row, kind="stable")))
+        path, layout = _write_batch(self._spill.name, batch, rows.e[:len(batch)], maps)
         futures = [self._pool.submit(_render_job, path, layout, batch.first, a, b, self.options, self._spill.name)
                    for a, b in _slice_bounds(len(batch), self.workers)]
         self._pending.append((batch, path, futures))
