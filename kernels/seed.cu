@@ -20,9 +20,6 @@
  *                  cut into bands (d - chain_first) / (e+1); each band is written as (contig, first
  *                  diagonal, last diagonal) at the row's slot.
  * seed_compact     per row: moves its bands from the slot to their place in the dense output.
- * The two per-row loops over hits (seed_diagonals, seed_bands) take their rows in `order`, a permutation of
- * the launch's rows by decreasing hit count (a power of two apart at most): the threads of a warp then walk
- * lists of similar length, instead of 31 of them idling while one walks a repeat's thousands of hits.
  * The host prefix-sums row_hits (slot offsets) and the band counts (dense offsets) between launches and
  * launches rows in chunks whose total hits fit the buffers, so a read with huge buckets cannot exhaust memory.
  *
@@ -125,15 +122,14 @@ __device__ __forceinline__ int occurs_within(const OFFSET_T *offsets, const unsi
 extern "C" __global__ void seed_diagonals(
     const unsigned int *__restrict__ kmer_key, const uint8_t *__restrict__ kmer_flags,
     const int *__restrict__ nk, const long long *__restrict__ kfirst,
-    const long long *__restrict__ slot, const int *__restrict__ order, const int row_begin, const int n_rows,
+    const long long *__restrict__ slot, const int row_begin, const int n_rows,
     const OFFSET_T *__restrict__ offsets, const unsigned int *__restrict__ positions,
     const long long *__restrict__ contig_starts, const int n_contigs,
     int *__restrict__ diag_contig, long long *__restrict__ diag_value, int *__restrict__ n_diagonals)
 {
-    const int tid = blockIdx.x * blockDim.x + threadIdx.x;
-    if (tid >= n_rows)
+    const int t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= n_rows)
         return;
-    const int t = order[tid];
     const int r = row_begin + t;
     const int k = nk[r];
     const long long first = kfirst[r];
@@ -241,16 +237,15 @@ extern "C" __global__ void seed_adjacent(
 
 extern "C" __global__ void seed_bands(
     const int *__restrict__ row_e, const long long *__restrict__ slot, const int *__restrict__ n_diagonals,
-    const int *__restrict__ order, const int row_begin, const int n_rows,
+    const int row_begin, const int n_rows,
     const int *__restrict__ diag_contig, const long long *__restrict__ diag_value,
     const uint8_t *__restrict__ diag_kept,
     int *__restrict__ out_contig, long long *__restrict__ out_lo, long long *__restrict__ out_hi,
     int *__restrict__ n_adjacent, int *__restrict__ n_bands)
 {
-    const int tid = blockIdx.x * blockDim.x + threadIdx.x;
-    if (tid >= n_rows)
+    const int t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= n_rows)
         return;
-    const int t = order[tid];
     const int e = row_e[row_begin + t];
     const long long begin = slot[t], stop = slot[t] + n_diagonals[t];
     long long out = begin;

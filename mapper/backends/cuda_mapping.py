@@ -72,15 +72,14 @@ class CudaBackend(Backend):
             slot = np.cumsum(hits[begin:end]) - hits[begin:end]
             capacity = int(hits[begin:end].sum())
             d_slot, rows_args = cuda.scratch_copy(slot), (np.int32(begin), np.int32(count))
-            order = cuda.scratch_copy(_work_order(hits[begin:end]))
             diag_contig, diag_value, kept = cuda.scratch(4 * capacity), cuda.scratch(8 * capacity), cuda.scratch(capacity)
             n_diag, n_adj, n_band = cuda.scratch(4 * count), cuda.scratch(4 * count), cuda.scratch(4 * count)
-            cuda.launch(kernel("seed_diagonals"), count, key, flags, d_nk, d_kfirst, d_slot, order, *rows_args, offsets,
+            cuda.launch(kernel("seed_diagonals"), count, key, flags, d_nk, d_kfirst, d_slot, *rows_args, offsets,
                         positions, contig_starts, np.int32(n_contigs), diag_contig, diag_value, n_diag)
             cuda.launch(kernel("seed_adjacent"), capacity, key, flags, d_nk, d_kfirst, dev.e, d_slot, n_diag,
                         *rows_args, np.int64(capacity), offsets, positions, diag_value, kept)
             band_contig, band_lo, band_hi = cuda.scratch(4 * capacity), cuda.scratch(8 * capacity), cuda.scratch(8 * capacity)
-            cuda.launch(kernel("seed_bands"), count, dev.e, d_slot, n_diag, order, *rows_args, diag_contig, diag_value,
+            cuda.launch(kernel("seed_bands"), count, dev.e, d_slot, n_diag, *rows_args, diag_contig, diag_value,
                         kept, band_contig, band_lo, band_hi, n_adj, n_band)
             bands = cuda.from_device(n_band, (count,), np.int32).astype(np.int64)
             stats.diagonals += int(cuda.from_device(n_diag, (count,), np.int32).sum())
@@ -264,13 +263,6 @@ def _chunks(hits, capacity):
         end = max(int(np.searchsorted(total, base + capacity, side="right")), begin + 1)
         yield begin, end
         begin = end
-
-
-def _work_order(hits):
-    """int32 permutation of a launch's rows by decreasing power of two of their hit counts (seed.cu: the
-    per-row loops take rows in this order). A radix sort of one byte per row: cheap on the host."""
-    magnitude = np.log2(hits.astype(np.float32) + 1).astype(np.int8)
-    return np.argsort(-magnitude, kind="stable").astype(np.int32)
 
 
 def _gather(codes, start, lo, hi, width, n):
