@@ -48,10 +48,16 @@ def pack_2bit(codes):
     return (padded.reshape(-1, 16) << shifts).sum(axis=1, dtype=np.uint32)
 
 
+# byte of a big-endian 2-bit word -> its 4 codes, first base in the high bits
+_BYTE_CODES = ((np.arange(256)[:, None] >> np.array([6, 4, 2, 0])) & 3).astype(np.uint8)
+
+
 def unpack_2bit(words, n):
-    """Inverse of `pack_2bit`: uint32 words -> uint8 codes [n] (N positions come back as A)."""
-    shifts = np.arange(30, -1, -2, dtype=np.uint32)
-    return ((words[:, None] >> shifts) & 3).astype(np.uint8).reshape(-1)[:n]
+    """Inverse of `pack_2bit`: uint32 words -> uint8 codes [n] (N positions come back as A). A table lookup
+    per byte (4 bases), several times faster than shifting every base out."""
+    big_endian = np.asarray(words, dtype=np.uint32).astype(">u4").view(np.uint8)
+    return np.take(_BYTE_CODES, big_endian, axis=0).reshape(-1)[:n]
+
 
 # ASCII complement for SAM's SEQ on the reverse strand: IUPAC codes map to their complements, N to N.
 COMPLEMENT_ASCII = np.arange(256, dtype=np.uint8)

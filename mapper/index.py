@@ -145,21 +145,49 @@ def index_folder(folder):
 
 @contextlib.contextmanager
 def building(ref_path, folder):
-    """The start every index kind's build shares: yield (temporary folder, reference checksum, Reference) inside
+    """The start every index kind's build shares: yield (temporary folder, reference record for write_index,
+    Reference) inside
     index_folder(folder), so the folder is written whole or not at all."""
     require_readable(ref_path)
     with index_folder(folder) as tmp:
-        yield tmp, file_checksum(ref_path), read_fasta(ref_path, tmp / "ref.fai")
+        yield tmp, reference_record(ref_path), read_fasta(ref_path, tmp / "ref.fai")
 
 
-def write_index(tmp, arrays, meta, ref_path, checksum, reference):
+def _stat_key(path):
+    st = os.stat(path)
+    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns}
+
+
+def reference_record(ref_path):
+    """meta.json's "reference": path and checksum, and the size and modification time the file had while
+    it was hashed (left out if it changed meanwhile): a later load whose FASTA still has them skips hashing it
+    again (make's and rsync's quick check), which costs a second per gigabyte on every run."""
+    before = _stat_key(ref_path)
+    record = {"path": str(Path(ref_path).resolve()), "checksum": file_checksum(ref_path)}
+    return {**record, **before} if _stat_key(ref_path) == before else record
+
+
+def check_reference(folder, meta, ref_path, build, checksum=None):
+    """Refuse an index built from another FASTA than `ref_path`. The file is hashed unless `checksum` is
+    given or it still has the size and modification time recorded when it was hashed at build time."""
+    recorded = meta["reference"]
+    if checksum is None:
+        with contextlib.suppress(OSError):
+            if {k: recorded.get(k) for k in ("size", "mtime_ns")} == _stat_key(ref_path):
+                checksum = recorded["checksum"]
+    if recorded["checksum"] != (checksum or file_checksum(ref_path)):
+        raise IndexFormatError(f"{folder}: built from another reference ({recorded['path']}), not {ref_path}; "
+                               f"rebuild it with {build} or point --index elsewhere")
+
+
+def write_index(tmp, arrays, meta, record, reference):
     """Save `arrays` as .npy files and meta.json: the common fields (magic, gkmap version, reference, contigs)
     and the kind's own `meta` (kind, format version, parameters, sizes)."""
     for name, array in arrays.items():
         np.save(tmp / f"{name}.npy", array)
     meta = {
         "magic": MAGIC, **meta, "gkmap_version": __version__,
-        "reference": {"path": str(Path(ref_path).resolve()), "checksum": checksum},
+        "reference": record,
         "contigs": [[n, int(l)] for n, l in zip(reference.names, reference.lengths)],
     }
     (tmp / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
@@ -171,7 +199,7 @@ def build_index(ref_path, ws=DEFAULT_WS, index_dir=None, device="cpu"):
     check_ws(ws)
     folder = Path(index_dir) if index_dir else default_index_dir(ref_path)
     t0 = time.perf_counter()
-    with building(ref_path, folder) as (tmp, checksum, reference):
+    with building(ref_path, folder) as (tmp, record, reference):
         if device == "cuda":
             from mapper.backends import cuda_index  # pycuda only when asked for
             offsets, positions = cuda_index.build_arrays(reference, ws)
@@ -180,7 +208,7 @@ def build_index(ref_path, ws=DEFAULT_WS, index_dir=None, device="cpu"):
         arrays = dict(reference.to_arrays(), offsets=offsets, positions=positions)
         write_index(tmp, {name: arrays[name] for name in _ARRAYS},
                     {"format_version": FORMAT_VERSION, "kind": KIND, "ws": ws, "positions": int(len(positions))},
-                    ref_path, checksum, reference)
+                    record, reference)
     log.info("indexed %s: %d contigs, %d bases, %d %d-mers in %.1f s (%s) -> %s", ref_path, len(reference.names),
              len(reference.codes), len(positions), ws, time.perf_counter() - t0, device, folder)
     return KmerIndex(ws, offsets, positions, reference, folder)
@@ -212,11 +240,7 @@ def load_index(ref_path, index_dir=None, checksum=None):
     """Load and validate the index of `ref_path` (memory-mapped arrays)."""
     folder = Path(index_dir) if index_dir else default_index_dir(ref_path)
     meta = read_meta(folder)
-    checksum = checksum or file_checksum(ref_path)
-    if meta["reference"]["checksum"] != checksum:
-        raise IndexFormatError(
-            f"{folder}: built from another reference ({meta['reference']['path']}), not {ref_path}; "
-            "rebuild it with 'gkmap index' or point --index elsewhere")
+    check_reference(folder, meta, ref_path, "'gkmap index'", checksum)
     try:
         arrays = {name: np.load(folder / f"{name}.npy", mmap_mode="r") for name in _ARRAYS}
     except (OSError, ValueError) as e:

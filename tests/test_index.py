@@ -79,3 +79,21 @@ def test_reference_codes_and_contigs(tmp_path, tricky_fasta):
     assert ref.lengths.tolist() == [55, 20, 4]
     contig, offset = ref.locate(np.array([0, 54, 55, 75]))
     assert contig.tolist() == [0, 0, 1, 2] and offset.tolist() == [0, 54, 0, 0]
+
+
+def test_unchanged_reference_is_not_hashed_again(tmp_path, monkeypatch):
+    """Loading trusts the checksum recorded at build time while the FASTA keeps its size and modification
+    time; an edit of the same size (new time) is still caught."""
+    from mapper import index as index_module
+    from mapper.errors import IndexFormatError
+    fasta = tmp_path / "g.fa"
+    fasta.write_text(">a\n" + "ACGTTGCA" * 200 + "\n")
+    build_index(fasta, 10, tmp_path / "idx")
+    monkeypatch.setattr(index_module, "file_checksum", lambda path: pytest.fail("hashed again"))
+    assert load_index(fasta, tmp_path / "idx").reference.lengths.tolist() == [1600]
+    monkeypatch.undo()
+    stat = os.stat(fasta)
+    fasta.write_text(">a\n" + "TCGTTGCA" * 200 + "\n")
+    os.utime(fasta, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
+    with pytest.raises(IndexFormatError, match="another reference"):
+        load_index(fasta, tmp_path / "idx")

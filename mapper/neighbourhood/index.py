@@ -28,9 +28,9 @@ import numpy as np
 
 from mapper.alphabet import CODE_N
 from mapper.errors import IndexFormatError, UsageError
-from mapper.index import building, default_index_dir, read_meta, write_index
+from mapper.index import building, check_reference, default_index_dir, read_meta, write_index
 from mapper.neighbourhood.hashing import Phf, build_phf
-from mapper.reference import Reference, file_checksum, require_readable
+from mapper.reference import Reference, require_readable
 
 KIND = "neighbourhood"
 FORMAT_VERSION = 1
@@ -171,7 +171,7 @@ def build_index(ref_path, mask, ln, index_dir=None, device="cpu"):
     check_nb_len(ln)
     folder = Path(index_dir) if index_dir else default_folder(ref_path)
     t0 = time.perf_counter()
-    with building(ref_path, folder) as (tmp, checksum, reference):
+    with building(ref_path, folder) as (tmp, record, reference):
         t_read = time.perf_counter()
         nboff, nbkeys, posoff, positions, phf = build_arrays(reference, mask, ln, device)
         t_arrays = time.perf_counter()
@@ -180,7 +180,7 @@ def build_index(ref_path, mask, ln, index_dir=None, device="cpu"):
         write_index(tmp, {name: arrays[name] for name in _ARRAYS},
                     {"format_version": FORMAT_VERSION, "kind": KIND, "mask": mask, "ln": ln,
                      "slots": int(len(nbkeys)), "positions": int(len(positions)), "vertices": int(phf.voff[-1])},
-                    ref_path, checksum, reference)
+                    record, reference)
     log.info("neighbourhood index of %s (seed %s, ln %d): %d patterns, %d neighbourhoods, %d vertices in %.1f s "
              "(FASTA %.1f s, arrays on %s %.1f s, writing %.1f s) -> %s", ref_path, mask, ln, len(positions),
              len(nbkeys), int(phf.voff[-1]), time.perf_counter() - t0, t_read - t0, device, t_arrays - t_read,
@@ -192,10 +192,7 @@ def load_index(ref_path, index_dir=None):
     """Load and validate the neighbourhood index of `ref_path` (memory-mapped arrays)."""
     folder = Path(index_dir) if index_dir else default_folder(ref_path)
     meta = read_meta(folder, KIND, FORMAT_VERSION, "'gkmap index --index-kind neighbourhood'")
-    if meta["reference"]["checksum"] != file_checksum(ref_path):
-        raise IndexFormatError(
-            f"{folder}: built from another reference ({meta['reference']['path']}), not {ref_path}; "
-            "rebuild it with 'gkmap index --index-kind neighbourhood' or point --index elsewhere")
+    check_reference(folder, meta, ref_path, "'gkmap index --index-kind neighbourhood'")
     try:
         a = {name: np.load(folder / f"{name}.npy", mmap_mode="r") for name in _ARRAYS}
     except (OSError, ValueError) as e:
