@@ -40,7 +40,9 @@ class CudaBackend(Backend):
         """(offsets, positions, contig starts, contig ends) in device memory, uploaded once per run."""
         if self._index_of is not index:
             ref = index.reference
-            self._index = (cuda.to_device(index.offsets), cuda.to_device(index.positions),
+            # copied out of the memory map first: the driver's own copy faulting the mapped pages in one by
+            # one took a second for chr20's index
+            self._index = (cuda.to_device(np.array(index.offsets)), cuda.to_device(np.array(index.positions)),
                            cuda.to_device(ref.starts.astype(np.int64)), cuda.to_device(ref.ends.astype(np.int64)))
             self._index_of = index
         return self._index
