@@ -8,9 +8,18 @@ Output (`ReadBatch`, one per `batch_size` reads, in file order):
     first    int           index of the batch's first read in the file (records are written in input order)
 
 Flat arrays rather than a padded matrix: one long read among short ones costs its own length, not
-n x longest. Parsing is dnaio's (C, with file and line in its errors); this module turns its errors into
-one-line `InputError`s naming the file, the line and the record.
+n x longest. Two parsers, one result:
+  - `read_blocks` cuts whole batches with numpy, for FASTQ and FASTA files (plain or compressed, not pipes):
+    dnaio's one Python object per read held the GIL for ~2.7 s per million reads in the reader thread,
+    against the main thread that drives the GPU. It accepts only what it checks fully.
+  - dnaio (C, with file and line in its errors) reads the rest: pipes, BAM, and any file the block parser
+    is unsure of, which dnaio reads again from the start, skipping the reads already returned, so that its
+    error is exactly the one a dnaio-only reading gives (a non-ASCII byte may come to light a batch later
+    than there: dnaio checks each 128 kB it reads ahead). This module turns dnaio's errors into one-line
+    `InputError`s naming the file, the line and the record.
 """
+import collections
+import contextlib
 import itertools
 import os
 import queue
@@ -19,9 +28,12 @@ from dataclasses import dataclass
 
 import dnaio
 import numpy as np
+from dnaio.singleend import _detect_format_from_name  # dnaio's choice of format by file name
+from xopen import xopen
 
 from mapper.alphabet import ENCODE
 from mapper.errors import InputError
+from mapper.read_blocks import FastaBlocks, FastqBlocks, Unsure, read_chunks
 from mapper.reference import require_readable
 
 BATCH_SIZE = 100_000
@@ -69,17 +81,66 @@ def _to_batch(records, first, path, fastq):
     return ReadBatch(names, seq, qual, starts, first)
 
 
-def read_batches(path, batch_size=BATCH_SIZE):
-    """Yield `ReadBatch`es from a FASTQ/FASTA file. Raises InputError for a bad or empty file."""
+def read_batches(path, batch_size=BATCH_SIZE, fast=True):
+    """Yield `ReadBatch`es from a FASTQ/FASTA file. Raises InputError for a bad or empty file.
+    `fast=False` reads with dnaio alone (the reference the block parser is tested against)."""
     path = os.fspath(path)
     require_readable(path)
-    fastq = None
     first = 0
+    if fast and os.path.isfile(path):  # (a pipe could not be read again by dnaio)
+        with contextlib.closing(_block_batches(path, batch_size)) as batches:
+            try:
+                for batch in batches:
+                    yield batch
+                    first += len(batch)
+                return
+            except Unsure:
+                pass
+    yield from _dnaio_batches(path, batch_size, skip=first)
+
+
+def _block_batches(path, batch_size):
+    """`ReadBatch`es by the block parser; raises Unsure (maybe after some batches) where dnaio must read."""
+    with xopen(path, "rb", threads=0) as stream:  # the stream dnaio.open(path) reads
+        parser = _block_parser(path, stream)
+        with contextlib.closing(prefetch(read_chunks(stream))) as chunks:  # reading overlaps parsing
+            first = 0
+            for names, seq, qual, lengths in parser(chunks, batch_size):
+                starts = np.zeros(len(lengths) + 1, dtype=np.int64)
+                np.cumsum(lengths, out=starts[1:])
+                if (seq >= ord("a")).any():  # the look-up costs ~2 ns a base: only for lower case
+                    seq = _UPPER[seq]
+                yield ReadBatch(names, seq, qual, starts, first)
+                first += len(names)
+
+
+def _block_parser(path, stream):
+    """The block parser for the file's format, chosen by dnaio's rules (file name, else first byte)."""
+    fileformat = _detect_format_from_name(path)
+    try:
+        head = stream.peek(1)[:1]
+    except Exception:  # a corrupt stream: dnaio reads it, and reports it its own way
+        raise Unsure from None
+    if head == b"@" and fileformat in ("fastq", None):
+        return FastqBlocks
+    if head == b">" and fileformat in ("fasta", None):
+        return FastaBlocks
+    raise Unsure
+
+
+def _dnaio_batches(path, batch_size, skip=0):
+    """`ReadBatch`es as dnaio reads `path`, after its first `skip` reads (parsed, not returned)."""
+    fastq = None
+    first = skip
     try:
         with dnaio.open(path) as reader:
             fastq = isinstance(reader, dnaio.FastqReader)
+            # one iterator: each iter() of a FastaReader starts a new parse where the last one had read to
+            # (past the next header), which lost a read and failed at every batch boundary
+            reads = iter(reader)
+            collections.deque(itertools.islice(reads, skip), maxlen=0)
             while True:
-                records = list(itertools.islice(reader, batch_size))
+                records = list(itertools.islice(reads, batch_size))
                 if not records:
                     break
                 yield _to_batch(records, first, path, fastq)
@@ -90,7 +151,6 @@ def read_batches(path, batch_size=BATCH_SIZE):
         raise InputError(path, f"truncated or corrupt file ({e})") from None
     if first == 0:
         raise InputError(path, "no reads in the file")
-
 
 
 def prefetch(batches, depth=2):
