@@ -84,6 +84,16 @@ def gather(data, starts, lengths):
     return rows[~_tail_mask(lengths, width)]
 
 
+def _same_bytes(data, starts, others, lengths):
+    """Whether data[starts[i]:][:lengths[i]] == data[others[i]:][:lengths[i]] for every i (`others` ascending
+    and after `starts`)."""
+    if not _as_rows(data, others, lengths):
+        return np.array_equal(gather(data, starts, lengths), gather(data, others, lengths))
+    width = int(lengths.max())
+    differ = _rows(data, starts, width) != _rows(data, others, width)
+    return not (differ & ~_tail_mask(lengths, width)).any()
+
+
 def _word_ends(low, kind, starts, line_ends):
     """Where the words that begin at `starts` end: at the next whitespace byte (`low`, `kind`: positions and
     values of the bytes <= 32, among which every whitespace byte); at their line's end (`line_ends`) when
@@ -223,7 +233,8 @@ class FastqBlocks(_Blocks):
 
     @staticmethod
     def _records(data, low, kind, base, end):
-        ends = low[kind == _LF].reshape(-1, 4)
+        breaks = np.flatnonzero(kind == _LF).reshape(-1, 4)  # (indices in `low`)
+        ends = low[breaks]
         starts = np.empty_like(ends)
         starts.reshape(-1)[0] = base
         np.add(ends.reshape(-1)[:-1], 1, out=starts.reshape(-1)[1:])
@@ -236,11 +247,16 @@ class FastqBlocks(_Blocks):
             raise Unsure
         repeated = lengths[:, 2] > 1  # a '+' line that repeats the header must repeat it exactly
         if repeated.any():
-            size = lengths[repeated, 0] - 1
-            if (lengths[repeated, 2] != lengths[repeated, 0]).any() or not np.array_equal(
-                    gather(data, starts[repeated, 0] + 1, size), gather(data, starts[repeated, 2] + 1, size)):
+            header, plus = starts[repeated, 0] + 1, starts[repeated, 2] + 1
+            if (lengths[repeated, 2] != lengths[repeated, 0]).any() or \
+                    not _same_bytes(data, header, plus, lengths[repeated, 0] - 1):
                 raise Unsure
-        names = _first_words(data, starts[:, 0] + 1, _word_ends(low, kind, starts[:, 0] + 1, ends[:, 0]))
+        # A name ends at the header's first byte <= 32 (the next one in `low`) if that is whitespace.
+        first_low = np.zeros(len(ends), dtype=np.int64)
+        first_low[1:] = breaks[:-1, 3] + 1
+        names_end = low[first_low] if _SPACE[kind[first_low]].all() else \
+            _word_ends(low, kind, starts[:, 0] + 1, ends[:, 0])
+        names = _first_words(data, starts[:, 0] + 1, names_end)
         seq = gather(data, starts[:, 1], lengths[:, 1])
         qual = gather(data, starts[:, 3], lengths[:, 3])
         return names, seq, qual, lengths[:, 1].copy()

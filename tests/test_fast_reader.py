@@ -105,6 +105,7 @@ def variants():
     yield "a '\\r' inside lines", "@r1\rx\nAC\rGT\n+\nII\rII\n@r2\r\r\nACGT\r\r\n+\nIIIII\r\n"
     yield "repeated headers", fastq([("r1 c d", SEQ), ("r2", SEQ[:5])], plus="+NAME")
     yield "repeated headers, CRLF", fastq([("r1 c", SEQ), ("r2", SEQ)], plus="+NAME", eol="\r\n")
+    yield "repeated headers, one long", fastq([("r1", SEQ), ("x" * 3000, SEQ), ("r3 c", SEQ)], plus="+NAME")
     yield "'@' and '+' starting qualities", "@r1\nACGT\n+\n@III\n@r2\nAC\n+\n+I\n"
     yield "control bytes in names", "@r\x01a\x1cb c\nACGT\n+\nIIII\n@s\x0bt\nAC\n+\nII\n@u\x1fv\nA\n+\nI\n"
     yield "blanks and controls in sequences", "@r1\nAC GT\tN\x01\n+\nIIIIIIII\n"
@@ -154,6 +155,8 @@ def dnaio_reads():
     yield "empty '+' line", GOOD + "@r6\nACGT\n\nIIII\n"
     yield "'+' line naming another read", GOOD + "@r6\nACGT\n+r7\nIIII\n"
     yield "'+' line, a longer name", GOOD + "@r6\nACGT\n+r6x\nIIII\n"
+    yield "'+' line, a long name differing", fastq([(f"g{i}", SEQ) for i in range(5)], plus="+NAME") + \
+        f"@{'x' * 3000}a\nACGT\n+{'x' * 3000}b\nIIII\n"
     yield "qualities too short", GOOD + "@r6\nACGT\n+\nIII\n"
     yield "qualities too long", GOOD + "@r6\nACGT\n+\nIIIII\n"
     yield "empty name", GOOD + "@\nACGT\n+\nIIII\n"
