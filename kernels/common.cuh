@@ -29,6 +29,17 @@
 #define CODE_N 4
 #endif
 
+#ifndef __CUDACC__
+/* Compiled as host C++ by tests/host_cuda.py, which runs one thread at a time: a plain read-modify-write is
+ * atomic there. */
+static inline unsigned long long atomicAdd(unsigned long long *address, unsigned long long value)
+{
+    const unsigned long long old = *address;
+    *address = old + value;
+    return old;
+}
+#endif
+
 /* The 16 high (hi = 1) or low (hi = 0) code bits of a 2-bit word, as a 16-bit value with base 0 in bit 15:
  * keep every other bit, then squeeze the kept bits together in four halving steps (bit 2i -> bit i). */
 __device__ __forceinline__ uint32_t code_bits16(uint32_t w, int hi)

@@ -307,18 +307,16 @@ __device__ __forceinline__ void lsb_planes(const uint32_t *words2, const uint32_
     }
 }
 
-extern "C" __global__ void gatekeeper_improved(const uint32_t *read2, const uint32_t *readn, const uint32_t *win2,
-                                               const uint32_t *winn, int n, uint8_t *accept, int16_t *estimate)
+constexpr int NWIN = (WL + 31) / 32;  // window plane words before the PAD shift
+
+/* The improved estimate of one pair from its least-significant-first planes (read: NW words, window: NWIN):
+ * 0..E, or -1 (rejected). */
+__device__ __forceinline__ int improved_estimate(const uint32_t (&rh)[NW], const uint32_t (&rl)[NW],
+                                                 const uint32_t (&rv)[NW], const uint32_t (&h0)[NWIN],
+                                                 const uint32_t (&l0)[NWIN], const uint32_t (&v0)[NWIN])
 {
-    const int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n)
-        return;
-    uint32_t rh[NW], rl[NW], rv[NW];
-    lsb_planes<NW>(read2, readn, L, n, i, rh, rl, rv);
-    // window planes, then moved up by PAD bits so that diagonal d reads them from bit d + PAD >= 0
-    constexpr int NWIN = (WL + 31) / 32;
-    uint32_t h0[NWIN], l0[NWIN], v0[NWIN], th[NT], tl[NT], tv[NT];
-    lsb_planes<NWIN>(win2, winn, WL, n, i, h0, l0, v0);
+    // window planes moved up by PAD bits so that diagonal d reads them from bit d + PAD >= 0
+    uint32_t th[NT], tl[NT], tv[NT];
 #pragma unroll
     for (int w = 0; w < NT; w++) {
         const int q = w - PAD / 32, r = PAD % 32;
@@ -335,11 +333,8 @@ extern "C" __global__ void gatekeeper_improved(const uint32_t *read2, const uint
 #pragma unroll
         for (int w = 0; w < NW; w++)
             mismatches += __popc(~MATCH(0, w) & span(0, L, w));
-        if (mismatches <= imin(2, E)) {
-            accept[i] = 1;
-            estimate[i] = mismatches;
-            return;
-        }
+        if (mismatches <= imin(2, E))
+            return mismatches;
     }
 
     // stage 1: pieces that match exactly on no diagonal
@@ -361,11 +356,8 @@ extern "C" __global__ void gatekeeper_improved(const uint32_t *read2, const uint
             matched |= (unsigned long long)whole << j;
         }
     }
-    if (NPIECES - __popcll(matched) > E) {
-        accept[i] = 0;
-        estimate[i] = -1;
-        return;
-    }
+    if (NPIECES - __popcll(matched) > E)
+        return -1;
 
     // stage 2: the walk, diagonals in ascending order, each level updated in place
     uint32_t R[ND][NW];
@@ -425,7 +417,79 @@ extern "C" __global__ void gatekeeper_improved(const uint32_t *read2, const uint
         }
     }
 #undef MATCH
+    return found;
+}
+
+extern "C" __global__ void gatekeeper_improved(const uint32_t *read2, const uint32_t *readn, const uint32_t *win2,
+                                               const uint32_t *winn, int n, uint8_t *accept, int16_t *estimate)
+{
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n)
+        return;
+    uint32_t rh[NW], rl[NW], rv[NW], h0[NWIN], l0[NWIN], v0[NWIN];
+    lsb_planes<NW>(read2, readn, L, n, i, rh, rl, rv);
+    lsb_planes<NWIN>(win2, winn, WL, n, i, h0, l0, v0);
+    const int found = improved_estimate(rh, rl, rv, h0, l0, v0);
     accept[i] = found >= 0;
     estimate[i] = found;
+}
+
+/* Least-significant-first planes of `len` bases of a code array (mapper/alphabet.py codes, CODE_N = 4) from
+ * `start`, bases outside [lo, hi) read as N: what lsb_planes gives for the same bases packed and masked. */
+template <int NWORDS>
+__device__ __forceinline__ void code_planes(const uint8_t *codes, long long start, long long lo, long long hi,
+                                            int len, uint32_t (&h)[NWORDS], uint32_t (&l)[NWORDS],
+                                            uint32_t (&ok)[NWORDS])
+{
+#pragma unroll
+    for (int w = 0; w < NWORDS; w++) {
+        uint32_t hw = 0, lw = 0, vw = 0;
+        for (int b = 0; b < 32 && 32 * w + b < len; b++) {
+            const long long p = start + 32 * w + b;
+            const uint32_t c = p >= lo && p < hi ? codes[p] : CODE_N;
+            const uint32_t base = c < 4 ? c : 0u;
+            hw |= ((base >> 1) & 1u) << b;
+            lw |= (base & 1u) << b;
+            vw |= (uint32_t)(c < 4) << b;
+        }
+        h[w] = hw;
+        l[w] = lw;
+        ok[w] = vw;
+    }
+}
+
+/* gatekeeper_candidates: the improved filter of the mapper's seeding candidates where they are (the cuda
+ * backend), fused: the read and its verification window are read from the resident code arrays (the spans of
+ * mapper/filters/windows.py: read row [row_start, + L); window [max(lo - e, contig start), min(hi + L + e,
+ * contig end)) padded with N to WIN_LEN = L + 3e), filtered, and the accepted candidates appended to the
+ * output with one atomicAdd each (their order varies between runs; the loci verified from them do not).
+ * In : cand_row/cand_contig int32, cand_lo/cand_hi int64 [n]; row_codes uint8, row_start int64 [R];
+ *      genome uint8; contig_start/contig_end int64 [C]
+ * Out: kept uint64 [1] (count), out_row/out_contig int32, out_lo/out_hi int64 [kept] (capacity n) */
+extern "C" __global__ void gatekeeper_candidates(
+    const int *__restrict__ cand_row, const int *__restrict__ cand_contig, const long long *__restrict__ cand_lo,
+    const long long *__restrict__ cand_hi, const long long n, const uint8_t *__restrict__ row_codes,
+    const long long *__restrict__ row_start, const uint8_t *__restrict__ genome,
+    const long long *__restrict__ contig_start, const long long *__restrict__ contig_end,
+    unsigned long long *__restrict__ kept, int *__restrict__ out_row, int *__restrict__ out_contig,
+    long long *__restrict__ out_lo, long long *__restrict__ out_hi)
+{
+    const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n)
+        return;
+    const int r = cand_row[i], c = cand_contig[i];
+    const long long read = row_start[r];
+    const long long win_lo = cand_lo[i] - E > contig_start[c] ? cand_lo[i] - E : contig_start[c];
+    const long long win_hi = cand_hi[i] + L + E < contig_end[c] ? cand_hi[i] + L + E : contig_end[c];
+    uint32_t rh[NW], rl[NW], rv[NW], h0[NWIN], l0[NWIN], v0[NWIN];
+    code_planes<NW>(row_codes, read, read, read + L, L, rh, rl, rv);
+    code_planes<NWIN>(genome, win_lo, win_lo, win_hi, WL, h0, l0, v0);
+    if (improved_estimate(rh, rl, rv, h0, l0, v0) < 0)
+        return;
+    const unsigned long long slot = atomicAdd(kept, 1ULL);
+    out_row[slot] = r;
+    out_contig[slot] = c;
+    out_lo[slot] = cand_lo[i];
+    out_hi[slot] = cand_hi[i];
 }
 #endif

@@ -10,16 +10,6 @@
  */
 #include "common.cuh"
 
-#ifndef __CUDACC__
-/* tests/host_cuda.py runs one thread at a time, so a plain read-modify-write is atomic there. */
-static inline unsigned long long atomicAdd(unsigned long long *address, unsigned long long value)
-{
-    const unsigned long long old = *address;
-    *address = old + value;
-    return old;
-}
-#endif
-
 extern "C" __global__ void gather_ascii(const uint8_t *__restrict__ codes, const long long *__restrict__ start,
                                         const long long *__restrict__ lo, const long long *__restrict__ hi,
                                         const int width, const long long total, uint8_t *__restrict__ out)

@@ -58,11 +58,6 @@
 
 typedef unsigned long long u64;
 
-#ifndef __CUDACC__
-/* Host emulation runs one thread at a time: an atomic add is a plain add. */
-static inline u64 atomicAdd(u64 *p, u64 v) { u64 old = *p; *p = old + v; return old; }
-#endif
-
 /* Bob Jenkins' lookup2 mix: three rounds of three subtract/xor-shift lines over the 96-bit state. */
 __device__ __forceinline__ void mix(uint32_t &a, uint32_t &b, uint32_t &c)
 {

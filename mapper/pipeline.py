@@ -104,11 +104,8 @@ def find_mappings(batch, index, backend, filter_mode, fixed_e, reads_path, count
         with counters.timed("output"):
             dump.write(candidate_pairs(rows, cands, reference))
     with counters.timed("filter"):
-        keep = backend.filter(filter_mode, rows, cands, reference)
-    rejected = int((~keep).sum())
+        cands, rejected = backend.filtered(filter_mode, rows, cands, reference)
     counters.filtered_out += rejected
-    if rejected:  # a subset would bring device-resident candidates back to the host for nothing
-        cands = cands.subset(keep)
     counters.verified += len(cands)
     with counters.timed("verify"):
         return rows, backend.verify(rows, cands, reference)

@@ -129,6 +129,29 @@ def test_filter_on_device_candidates(backend, monkeypatch, index_dir, mode):
         assert np.array_equal(getattr(got, f), getattr(ref, f)), f
 
 
+@pytest.mark.parametrize("e", [3, 6])
+def test_fused_filter_and_compaction(backend, monkeypatch, index_dir, e):
+    """The improved filter fused with the compaction of its survivors (gatekeeper.cu gatekeeper_candidates):
+    the same windows as the cpu filter keeps, in some order, and the same loci once verified."""
+    from mapper.backends.cpu import CpuBackend
+    monkeypatch.setattr(cuda_mapping, "BAND_CAPACITY", 300)
+    index = load_index(SHIGELLA, index_dir(SHIGELLA))
+    batch, rows = batch_rows(READS / "shigella_dysenteriae_ERR6005894_R1.fastq.gz", 300, e)
+    rows.length[:] = rows.length.min()
+    cands, _ = seed(rows, index)
+    want = CpuBackend().filter("improved", rows, cands, index.reference)
+    dev, _ = backend.seed(rows, index)
+    assert len(dev.parts) > 1 and 0 < want.sum() < len(want)
+    kept, rejected = backend.filtered("improved", rows, dev, index.reference)
+    assert isinstance(kept, cuda_mapping.DeviceCandidates) and rejected == (~want).sum()
+    ordered = lambda c: np.sort(np.rec.fromarrays([c.row, c.contig, c.lo, c.hi]))
+    assert np.array_equal(ordered(kept.host), ordered(cands.subset(want)))
+    got = select_loci(rows, backend.verify(rows, kept, index.reference))
+    ref = select_loci(rows, verify(rows, cands.subset(want), index.reference))
+    for f in ("row", "contig", "start", "end", "edits"):
+        assert np.array_equal(getattr(got, f), getattr(ref, f)), f
+
+
 def test_windows_with_many_optimal_ends(backend, tmp_path):
     """In a long tandem repeat a window has more optimal ends than the kernel keeps (MAX_ENDS): those
     windows are redone on the host, and the result still equals edlib's."""

@@ -27,6 +27,15 @@ class Backend(abc.ABC):
         """bool [len(cands)]: the candidate windows the GateKeeper filter in `mode` ('improved', 'faithful';
         None: keep all) lets through, on the inputs mapper/filters/windows.py defines."""
 
+    def filtered(self, mode, rows, cands, reference):
+        """(the candidates `filter` lets through, how many it rejected): the filter stage as the pipeline runs
+        it. A backend may decide and compact in one step where the candidates are (cuda)."""
+        if mode is None or not len(cands):
+            return cands, 0
+        keep = self.filter(mode, rows, cands, reference)
+        rejected = int((~keep).sum())
+        return (cands.subset(keep) if rejected else cands), rejected
+
     @abc.abstractmethod
     def verify(self, rows, cands, reference):
         """StrandRows, Candidates, Reference -> verify.Mappings (all best ends per window, <= e edits)."""

@@ -16,6 +16,7 @@ import numpy as np
 from mapper.backends import cuda
 from mapper.backends.base import Backend
 from mapper.filters import windows
+from mapper.filters._gpu import improved_defines
 from mapper.options import MAX_E
 from mapper.seeding import Candidates, SeedStats
 from mapper.verify import Mappings, verify as host_verify
@@ -125,6 +126,31 @@ class CudaBackend(Backend):
             ref_rows = _gather_host(genome, *windows.spans(mode, rows, cands, reference, members, L, e))
             keep[members] = _decide(gk, mode, read_rows, ref_rows, n, L, e)
         return keep
+
+    def filtered(self, mode, rows, cands, reference):
+        """The improved filter of a one-(L, e) batch fused with the compaction of its survivors on the GPU
+        (gatekeeper.cu gatekeeper_candidates: no rows gathered, no decisions sent back); other cases decide
+        with `filter` and compact with DeviceCandidates.subset."""
+        length, e = rows.length[rows.active], rows.e[rows.active]
+        if mode != "improved" or not len(cands) or len(np.unique(length * (MAX_E + 1) + e)) != 1:
+            return super().filtered(mode, rows, cands, reference)
+        if not isinstance(cands, DeviceCandidates):
+            cands = DeviceCandidates.upload(cands)
+        L, e = int(length[0]), int(e[0])
+        kernel = cuda.function("gatekeeper.cu", "gatekeeper_candidates", **improved_defines(L, e))
+        genome, dev = self._resident_genome(reference), self._rows_on_device(rows)
+        _, _, contig_starts, contig_ends = self._resident_index_of_reference(reference)
+        parts = []
+        for n, row, contig, lo, hi in cands.parts:
+            kept = cuda.scratch_copy(np.zeros(1, dtype=np.uint64))
+            out = [cuda.scratch(size * n) for size in (4, 4, 8, 8)]
+            cuda.launch(kernel, n, row, contig, lo, hi, np.int64(n), dev.codes, dev.start, genome, contig_starts,
+                        contig_ends, kept, *out)
+            count = int(cuda.from_device(kept, (1,), np.uint64)[0])
+            if count:
+                parts.append((count, *out))
+        survivors = DeviceCandidates(parts)
+        return survivors, len(cands) - len(survivors)
 
     def _filter_in_place(self, gk, mode, L, e, cands, genome, dev, reference):
         """The filter of one (L, e) batch on candidates in device memory (uploaded first if they are not)."""

@@ -30,8 +30,13 @@ def filter_kernel(function, mode, L, W, e, ends="global"):
         return function(SOURCE, "gatekeeper_faithful", GK_KERNEL=FAITHFUL, READ_LEN=L, MAX_E=e)
     if ends == "global" and W != L:
         raise ValueError(f"global ends need equal lengths, not {L} and {W}")
-    return function(SOURCE, "gatekeeper_improved", GK_KERNEL=IMPROVED, READ_LEN=L, WIN_LEN=W, MAX_E=e,
-                    GLOBAL_ENDS=int(ends == "global"))
+    return function(SOURCE, "gatekeeper_improved", **improved_defines(L, e, W, ends))
+
+
+def improved_defines(L, e, W=None, ends="infix"):
+    """Compile-time constants of the improved kernels: reads of L, windows of W bases (the mapper's: L + 3e)."""
+    return dict(GK_KERNEL=IMPROVED, READ_LEN=L, WIN_LEN=L + 3 * e if W is None else W, MAX_E=e,
+                GLOBAL_ENDS=int(ends == "global"))
 
 
 def pack_words(codes):

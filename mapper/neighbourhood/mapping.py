@@ -44,6 +44,9 @@ class NeighbourhoodBackend(Backend):
     def filter(self, mode, rows, cands, reference):
         return self.inner.filter(mode, rows, cands, reference)
 
+    def filtered(self, mode, rows, cands, reference):
+        return self.inner.filtered(mode, rows, cands, reference)
+
     def verify(self, rows, cands, reference):
         """The wrapped backend's verification, VERIFY_CHUNK windows at a time: with --nb-errors 2 a batch can
         give billions of windows, more than one device launch or buffer holds."""
