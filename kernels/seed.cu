@@ -9,7 +9,8 @@
  *
  * seed_select      per row: key, N flag and bucket size of each k-mer; a k-mer is chosen when its rank
  *                  in the row, ordered by (bucket size, position in the read), is below e+1 and its bucket
- *                  is not empty (an N k-mer counts as size 0); row_hits = total size of chosen buckets.
+ *                  is not empty (an N k-mer counts as size 0); row_hits = total size of chosen buckets,
+ *                  row_seeds = how many were chosen.
  * seed_diagonals   per row: the chosen buckets are position-sorted lists, so list j yields diagonals
  *                  (pos - j*WS) sorted by (contig, diagonal); a k-way merge visits all hits in that order
  *                  and writes each distinct (contig, diagonal) once at the row's slot (capacity row_hits).
@@ -51,7 +52,7 @@ extern "C" __global__ void seed_select(
     const int *__restrict__ nk, const long long *__restrict__ kfirst, const int *__restrict__ row_e,
     const int n_rows, const OFFSET_T *__restrict__ offsets,
     unsigned int *__restrict__ kmer_key, long long *__restrict__ kmer_size, uint8_t *__restrict__ kmer_flags,
-    long long *__restrict__ row_hits)
+    long long *__restrict__ row_hits, int *__restrict__ row_seeds)
 {
     const int r = blockIdx.x * blockDim.x + threadIdx.x;
     if (r >= n_rows)
@@ -74,6 +75,7 @@ extern "C" __global__ void seed_select(
     /* cheap selection: rank by (size, j); the e+1 lowest ranks with a non-empty bucket are chosen */
     const int keep = row_e[r] + 1;
     long long hits = 0;
+    int seeds = 0;
     for (int j = 0; j < k; ++j) {
         const long long size = kmer_size[first + j];
         int rank = 0;
@@ -84,9 +86,11 @@ extern "C" __global__ void seed_select(
         if (rank < keep && size > 0) {
             kmer_flags[first + j] |= FLAG_CHOSEN;
             hits += size;
+            ++seeds;
         }
     }
     row_hits[r] = hits;
+    row_seeds[r] = seeds;
 }
 
 /* index of the contig holding global position pos (contig_starts ascending, contig_starts[0] = 0) */

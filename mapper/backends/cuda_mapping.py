@@ -17,7 +17,6 @@ from mapper.backends import cuda
 from mapper.backends.base import Backend
 from mapper.filters import windows
 from mapper.filters._gpu import improved_defines
-from mapper.options import MAX_E
 from mapper.seeding import Candidates, SeedStats
 from mapper.verify import Mappings, verify as host_verify
 
@@ -63,12 +62,12 @@ class CudaBackend(Backend):
         dev = self._rows_on_device(rows)
         d_nk, d_kfirst = cuda.scratch_copy(nk), cuda.scratch_copy(kfirst)
         key, size, flags = cuda.scratch(4 * n_kmers), cuda.scratch(8 * n_kmers), cuda.scratch(n_kmers)
-        row_hits = cuda.scratch(8 * n_rows)
+        row_hits, row_seeds = cuda.scratch(8 * n_rows), cuda.scratch(4 * n_rows)
         cuda.launch(kernel("seed_select"), n_rows, dev.codes, dev.start, d_nk, d_kfirst, dev.e, np.int32(n_rows),
-                    offsets, key, size, flags, row_hits)
+                    offsets, key, size, flags, row_hits, row_seeds)
         hits = cuda.from_device(row_hits, (n_rows,), np.int64)
         stats = SeedStats(kmers=n_kmers, hits=int(hits.sum()),
-                          seeds=int((cuda.from_device(flags, (n_kmers,), np.uint8) & 2).astype(bool).sum()))
+                          seeds=int(cuda.from_device(row_seeds, (n_rows,), np.int32).sum()))
         parts = []
         for begin, end in _chunks(hits, BAND_CAPACITY):
             count = end - begin
@@ -117,7 +116,7 @@ class CudaBackend(Backend):
         gk = GpuGateKeeper()
         genome, dev = self._resident_genome(reference), self._rows_on_device(rows)
         length, e = rows.length[rows.active], rows.e[rows.active]
-        if len(np.unique(length * (MAX_E + 1) + e)) == 1:
+        if _one_group(length, e):
             return self._filter_in_place(gk, mode, int(length[0]), int(e[0]), cands, genome, dev, reference)
         for members, L, e in windows.groups(rows, cands):
             n = len(members)
@@ -132,7 +131,7 @@ class CudaBackend(Backend):
         (gatekeeper.cu gatekeeper_candidates: no rows gathered, no decisions sent back); other cases decide
         with `filter` and compact with DeviceCandidates.subset."""
         length, e = rows.length[rows.active], rows.e[rows.active]
-        if mode != "improved" or not len(cands) or len(np.unique(length * (MAX_E + 1) + e)) != 1:
+        if mode != "improved" or not len(cands) or not _one_group(length, e):
             return super().filtered(mode, rows, cands, reference)
         if not isinstance(cands, DeviceCandidates):
             cands = DeviceCandidates.upload(cands)
@@ -280,6 +279,11 @@ class DeviceCandidates:
 
     def __getattr__(self, name):
         return getattr(self.host, name)
+
+
+def _one_group(length, e):
+    """Whether the seeded rows share one read length and one e (min == max: no sort, unlike np.unique)."""
+    return len(length) > 0 and length.min() == length.max() and e.min() == e.max()
 
 
 def _chunks(hits, capacity):
