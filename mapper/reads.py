@@ -147,6 +147,9 @@ def _dnaio_batches(path, batch_size, skip=0):
                 first += len(records)
     except dnaio.FileFormatError as e:
         raise _format_error(path, e, fastq is not False) from None
+    except dnaio.UnknownFileFormat:
+        raise InputError(path, "not a FASTQ or FASTA file (no such file name extension, and it starts with "
+                               "neither '@' nor '>')") from None
     except (EOFError, UnicodeDecodeError) as e:
         raise InputError(path, f"truncated or corrupt file ({e})") from None
     if first == 0:
@@ -161,20 +164,25 @@ def prefetch(batches, depth=2):
     stop = threading.Event()
     done = object()
 
+    def put(entry):
+        """Queue `entry`, unless the consumer stops first (it then takes nothing more: a put that waited
+        for room for the end mark would wait for ever, and so would the consumer's join)."""
+        while not stop.is_set():
+            try:
+                items.put(entry, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
     def produce():
         try:
             for item in batches:
-                while not stop.is_set():
-                    try:
-                        items.put((item, None), timeout=0.1)
-                        break
-                    except queue.Full:
-                        continue
-                if stop.is_set():
+                if not put((item, None)):
                     return
-            items.put((done, None))
+            put((done, None))
         except BaseException as error:  # handed to the consumer, which re-raises it in its own thread
-            items.put((done, error))
+            put((done, error))
 
     thread = threading.Thread(target=produce, name="gkmap-reader", daemon=True)
     thread.start()
