@@ -25,7 +25,7 @@ from mapper.filters.windows import MODES as FILTER_MODES, candidate_pairs
 from mapper.index import open_index
 from mapper.options import MAX_E
 from mapper.outputs import BackgroundWriter, atomic_output
-from mapper.reads import prefetch, read_batches
+from mapper.reads import prefetch, read_batches, with_codes
 from mapper.render import HostWorkers, batch_loci, render
 from mapper.sam import header
 from mapper.seeding import SeedStats, strand_rows
@@ -191,7 +191,8 @@ def map_reads(opts):
                 progress.update(len(batch))
 
         try:
-            for batch in counters.timed_iter("parse", prefetch(read_batches(opts.reads, opts.batch_size))):
+            batches = prefetch(with_codes(read_batches(opts.reads, opts.batch_size)))
+            for batch in counters.timed_iter("parse", batches):
                 rows, maps = find_mappings(batch, index, backend, filter_mode, opts.e, opts.reads, counters, dump)
                 workers.submit(batch, rows, maps)
                 write()

@@ -24,17 +24,22 @@ import itertools
 import os
 import queue
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import dnaio
 import numpy as np
-from dnaio.singleend import _detect_format_from_name  # dnaio's choice of format by file name
 from xopen import xopen
 
 from mapper.alphabet import ENCODE
 from mapper.errors import InputError
 from mapper.read_blocks import FastaBlocks, FastqBlocks, Unsure, read_chunks
 from mapper.reference import require_readable
+
+try:  # dnaio's choice of format by file name; private, so a dnaio without it means dnaio reads every file
+    from dnaio.singleend import _detect_format_from_name
+except ImportError:  # pragma: no cover - depends on the installed dnaio
+    def _detect_format_from_name(path):
+        return "unknown"
 
 BATCH_SIZE = 100_000
 _UPPER = np.frombuffer(bytes(range(256)).upper(), dtype=np.uint8)  # ASCII upper-casing as a lookup table
@@ -47,6 +52,7 @@ class ReadBatch:
     qual: np.ndarray
     starts: np.ndarray
     first: int = 0
+    _codes: np.ndarray = field(default=None, init=False, repr=False, compare=False)
 
     def __len__(self):
         return len(self.names)
@@ -56,8 +62,19 @@ class ReadBatch:
         return np.diff(self.starts)
 
     def codes(self):
-        """uint8 [T]: the concatenated sequences as 2-bit codes (4 = N)."""
-        return ENCODE[self.seq]
+        """uint8 [T]: the concatenated sequences as 2-bit codes (4 = N); computed once, by whoever asks first
+        (a mapping run has its reader thread do it: `with_codes`)."""
+        if self._codes is None:
+            self._codes = ENCODE[self.seq]
+        return self._codes
+
+
+def with_codes(batches):
+    """`batches`, each with its codes computed as it passes: run inside `prefetch`, the encoding happens in
+    the reader thread, not in the thread that drives the GPU."""
+    for batch in batches:
+        batch.codes()
+        yield batch
 
 
 def _format_error(path, error, is_fastq):
