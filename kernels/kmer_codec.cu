@@ -11,8 +11,8 @@
  *
  * JIT constants (-D): BLOCK threads per block.
  */
-/* No #include: PyCUDA runs the preprocessor on every load of a source that has one (to hash what it
- * includes), which costs more than the whole count of a small genome. */
+/* No #include (its own typedefs below): written when PyCUDA's compile cache preprocessed a source with
+ * includes on every load; gkmap's cubin cache (mapper/backends/cuda.py) no longer does, so this is history. */
 typedef unsigned char u8;
 typedef unsigned int u32;
 typedef unsigned long long u64;

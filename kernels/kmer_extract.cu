@@ -9,8 +9,8 @@
  * Keys: a k-mer is C = ceil(k/32) uint64 channels; channel c holds bases 32c .. min(32c+32, k) - 1, first
  * base most significant, right-aligned; channel-major output (channel c of key i at keys[c * stride + i]).
  */
-/* No #include: PyCUDA runs the preprocessor on every load of a source that has one (to hash what it
- * includes), which costs more than the whole count of a small genome. */
+/* No #include (its own typedefs below): written when PyCUDA's compile cache preprocessed a source with
+ * includes on every load; gkmap's cubin cache (mapper/backends/cuda.py) no longer does, so this is history. */
 typedef unsigned char u8;
 typedef unsigned int u32;
 typedef unsigned long long u64;
