@@ -3,22 +3,18 @@
  * Produces exactly the candidates of the numpy seeder (mapper/seeding.py, whose docstring explains
  * every step): the row's non-overlapping WS-mers, cheap selection of the e+1 least frequent, emission of
  * the occurrences of the chosen ones as diagonals, de-duplication, the adjacency filter, and diagonal
- * bands of width e+1. The work is split so that the expensive step, the adjacency filter (a binary search
- * per k-mer of the row for every distinct diagonal), runs one thread per diagonal instead of serially
- * inside a row's thread; the sequential steps (a k-way merge, chaining) stay one thread per row.
+ * bands of width e+1. The per-hit work (placing a hit in its row's sorted order, the adjacency filter's
+ * binary searches) runs in parallel over the hits; only chaining stays one thread per row.
  *
- * seed_select      per row: key, N flag and bucket size of each k-mer; a k-mer is chosen when its rank
- *                  in the row, ordered by (bucket size, position in the read), is below e+1 and its bucket
- *                  is not empty (an N k-mer counts as size 0); row_hits = total size of chosen buckets,
- *                  row_seeds = how many were chosen.
- * seed_diagonals   per row: the chosen buckets are position-sorted lists, so list j yields diagonals
- *                  (pos - j*WS) sorted by (contig, diagonal); a k-way merge visits all hits in that order
- *                  and writes each distinct (contig, diagonal) once at the row's slot (capacity row_hits).
- * seed_adjacent    per diagonal slot: diagonal d of row r is kept when at most e of the row's k-mers are
- *                  missing from [d + j*WS - e, d + j*WS + e] (binary search in their bucket; N k-mers are
- *                  missing). The slot's row is found by binary search in the rows' slot offsets.
- * seed_bands       per row: kept diagonals are chained while consecutive ones are <= e apart; a chain is
- *                  cut into bands (d - chain_first) / (e+1); each band is written as (contig, first
+ * seed_select      per row: key, N flag, row and bucket size of each k-mer; a k-mer is chosen when its
+ *                  rank in the row, ordered by (bucket size, position in the read), is below e+1 and its
+ *                  bucket is not empty (an N k-mer counts as size 0); row_hits = total size of chosen
+ *                  buckets, row_seeds = how many were chosen.
+ * seed_place       per hit of a chosen bucket: its slot in the row's (contig, diagonal) order by binary
+ *                  searches in the row's other chosen buckets (no merge; see the function), a duplicate
+ *                  flag, and for distinct diagonals the adjacency filter.
+ * seed_bands       per row: distinct kept diagonals are chained while consecutive ones are <= e apart; a
+ *                  chain is cut into bands (d - chain_first) / (e+1); each band is written as (contig, first
  *                  diagonal, last diagonal) at the row's slot.
  * seed_compact     per row: moves its bands from the slot to their place in the dense output.
  * The host prefix-sums row_hits (slot offsets) and the band counts (dense offsets) between launches and
@@ -29,16 +25,17 @@
  *      row_e      int32 [R]
  *      offsets    OFFSET_T [4^WS + 1], positions uint32 [P]: the k-mer index, resident on the GPU
  *      contig_starts int64 [C]
- * Per k-mer (at kfirst[row] + j): kmer_key uint32, kmer_size int64, kmer_flags uint8 (1 = has N, 2 = chosen)
- * JIT constants (-D): WS, MAX_SEL (the largest e + 1), OFFSET_T.
+ * Per k-mer (at kfirst[row] + j): kmer_key uint32, kmer_size int64, kmer_flags uint8 (1 = has N, 2 = chosen),
+ *      kmer_row int32
+ * JIT constants (-D): WS, OFFSET_T, SEED_GROUP (threads per k-mer in seed_place).
  */
 #include "common.cuh"
 
 #ifndef WS
 #define WS 12
 #endif
-#ifndef MAX_SEL
-#define MAX_SEL 26
+#ifndef SEED_GROUP
+#define SEED_GROUP 16
 #endif
 #ifndef OFFSET_T
 #define OFFSET_T unsigned int
@@ -52,7 +49,7 @@ extern "C" __global__ void seed_select(
     const int *__restrict__ nk, const long long *__restrict__ kfirst, const int *__restrict__ row_e,
     const int n_rows, const OFFSET_T *__restrict__ offsets,
     unsigned int *__restrict__ kmer_key, long long *__restrict__ kmer_size, uint8_t *__restrict__ kmer_flags,
-    long long *__restrict__ row_hits, int *__restrict__ row_seeds)
+    int *__restrict__ kmer_row, long long *__restrict__ row_hits, int *__restrict__ row_seeds)
 {
     const int r = blockIdx.x * blockDim.x + threadIdx.x;
     if (r >= n_rows)
@@ -71,6 +68,7 @@ extern "C" __global__ void seed_select(
         kmer_key[first + j] = key;
         kmer_size[first + j] = has_n ? 0 : (long long)offsets[key + 1] - (long long)offsets[key];
         kmer_flags[first + j] = has_n ? FLAG_N : 0;
+        kmer_row[first + j] = r;
     }
     /* cheap selection: rank by (size, j); the e+1 lowest ranks with a non-empty bucket are chosen */
     const int keep = row_e[r] + 1;
@@ -107,157 +105,129 @@ __device__ __forceinline__ int contig_of(const long long *contig_starts, int n_c
     return lo;
 }
 
-/* does `key` occur at a position in [lo, hi]? lower bound of lo in its (position-sorted) bucket */
-__device__ __forceinline__ int occurs_within(const OFFSET_T *offsets, const unsigned int *positions,
-                                             unsigned int key, long long lo, long long hi)
+/* first index in [a, b) of the position-sorted bucket whose position is >= bound */
+__device__ __forceinline__ long long lower_bound(const unsigned int *positions, long long a, long long b,
+                                                 long long bound)
 {
-    long long a = offsets[key], b = offsets[key + 1];
-    const long long end = b;
     while (a < b) {
         const long long mid = (a + b) >> 1;
-        if ((long long)positions[mid] < lo)
+        if ((long long)positions[mid] < bound)
             a = mid + 1;
         else
             b = mid;
     }
+    return a;
+}
+
+/* does `key` occur at a position in [lo, hi]? (its bucket is position-sorted) */
+__device__ __forceinline__ int occurs_within(const OFFSET_T *offsets, const unsigned int *positions,
+                                             unsigned int key, long long lo, long long hi)
+{
+    const long long end = offsets[key + 1];
+    const long long a = lower_bound(positions, offsets[key], end, lo);
     return a < end && (long long)positions[a] <= hi;
 }
 
-extern "C" __global__ void seed_diagonals(
-    const unsigned int *__restrict__ kmer_key, const uint8_t *__restrict__ kmer_flags,
-    const int *__restrict__ nk, const long long *__restrict__ kfirst,
-    const long long *__restrict__ slot, const int row_begin, const int n_rows,
-    const OFFSET_T *__restrict__ offsets, const unsigned int *__restrict__ positions,
-    const long long *__restrict__ contig_starts, const int n_contigs,
-    int *__restrict__ diag_contig, long long *__restrict__ diag_value, int *__restrict__ n_diagonals)
+/* `value` clamped to [lo, hi] */
+__device__ __forceinline__ long long clamp_to(long long value, long long lo, long long hi)
 {
-    const int t = blockIdx.x * blockDim.x + threadIdx.x;
-    if (t >= n_rows)
-        return;
-    const int r = row_begin + t;
-    const int k = nk[r];
-    const long long first = kfirst[r];
-
-    /* the chosen lists: read offset j*WS, cursor and end in `positions`, current head (contig, diagonal).
-     * Every access below uses a compile-time index (unrolled loops over MAX_SEL, with a select for the
-     * list that advances), so the lists live in registers rather than in local memory. */
-    long long cursor[MAX_SEL], end[MAX_SEL], head_diag[MAX_SEL];
-    int shift[MAX_SEL], head_contig[MAX_SEL];
-    int j = 0;
-#pragma unroll
-    for (int s = 0; s < MAX_SEL; ++s) {
-        while (j < k && !(kmer_flags[first + j] & FLAG_CHOSEN))
-            ++j;
-        cursor[s] = end[s] = 0;
-        shift[s] = 0;
-        head_contig[s] = 0;
-        head_diag[s] = 0;
-        if (j < k) {
-            const unsigned int key = kmer_key[first + j];
-            cursor[s] = offsets[key];
-            end[s] = offsets[key + 1];
-            shift[s] = j * WS;
-            const long long pos = positions[cursor[s]];
-            head_contig[s] = contig_of(contig_starts, n_contigs, pos);
-            head_diag[s] = pos - shift[s];
-            ++j;
-        }
-    }
-
-    long long out = slot[t];
-    int diagonals = 0;
-    int prev_contig = -1;
-    long long prev_diag = 0;
-    for (;;) {
-        /* the list with the smallest head (contig, diagonal); ties go to the lowest list */
-        int best = -1, c = 0;
-        long long d = 0;
-#pragma unroll
-        for (int s = 0; s < MAX_SEL; ++s) {
-            if (cursor[s] < end[s] && (best < 0 || head_contig[s] < c || (head_contig[s] == c && head_diag[s] < d))) {
-                best = s;
-                c = head_contig[s];
-                d = head_diag[s];
-            }
-        }
-        if (best < 0)
-            break;
-#pragma unroll
-        for (int s = 0; s < MAX_SEL; ++s) {
-            if (s == best && ++cursor[s] < end[s]) {
-                const long long pos = positions[cursor[s]];
-                head_contig[s] = contig_of(contig_starts, n_contigs, pos);
-                head_diag[s] = pos - shift[s];
-            }
-        }
-        if (c == prev_contig && d == prev_diag)
-            continue; /* the same diagonal from another k-mer */
-        prev_contig = c;
-        prev_diag = d;
-        diag_contig[out] = c;
-        diag_value[out] = d;
-        ++out;
-        ++diagonals;
-    }
-    n_diagonals[t] = diagonals;
+    return value < lo ? lo : (value > hi ? hi : value);
 }
 
-extern "C" __global__ void seed_adjacent(
+/* Every hit of a row's chosen buckets goes straight to its place in the row's sorted diagonal list, with
+ * SEED_GROUP threads per k-mer of the launch (lane i takes hits i, i + SEED_GROUP, ...).
+ *
+ * The row's order is (contig, diagonal), ties to the lower k-mer. Hit i of chosen list j0 (position p,
+ * contig c, diagonal d = p - j0*WS) has rank i + (hits of each other chosen list j ordered before it). Those
+ * are a prefix of list j: (contig(q), q - j*WS) < (c, d) exactly when q < T with
+ * T = clamp(d + j*WS, start of contig c, start of contig c+1), since contig(q) grows with q; for the lower
+ * lists (j < j0), equal keys come first too (bound T' from d + j*WS + 1), and a hit with an equal key in
+ * a lower list is a duplicate. So one binary search per chosen list places a hit: no merge, no sort.
+ * Each distinct hit then runs the adjacency filter (at most e of the row's k-mers missing from
+ * [d + j*WS - e, d + j*WS + e]; N k-mers are missing). Every slot of the row is written:
+ * diag_contig, diag_value and diag_flags (0: duplicate; bit 0: distinct; bit 1: kept by the filter). */
+extern "C" __global__ void seed_place(
     const unsigned int *__restrict__ kmer_key, const uint8_t *__restrict__ kmer_flags,
-    const int *__restrict__ nk, const long long *__restrict__ kfirst, const int *__restrict__ row_e,
-    const long long *__restrict__ slot, const int *__restrict__ n_diagonals, const int row_begin,
-    const int n_rows, const long long n_slots,
+    const int *__restrict__ kmer_row, const int *__restrict__ nk, const long long *__restrict__ kfirst,
+    const int *__restrict__ row_e, const long long *__restrict__ slot, const int row_begin,
+    const long long k_begin, const long long n_kmers,
     const OFFSET_T *__restrict__ offsets, const unsigned int *__restrict__ positions,
-    const long long *__restrict__ diag_value, uint8_t *__restrict__ diag_kept)
+    const long long *__restrict__ contig_starts, const int n_contigs,
+    int *__restrict__ diag_contig, long long *__restrict__ diag_value, uint8_t *__restrict__ diag_flags)
 {
-    const long long s = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (s >= n_slots)
+    const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const long long g = t / SEED_GROUP;
+    if (g >= n_kmers)
         return;
-    /* the row owning slot s: the last t with slot[t] <= s (rows without hits share their successor's slot) */
-    int lo = 0, hi = n_rows;
-    while (hi - lo > 1) {
-        const int mid = (lo + hi) >> 1;
-        if (slot[mid] <= s)
-            lo = mid;
-        else
-            hi = mid;
-    }
-    if (s - slot[lo] >= n_diagonals[lo])
-        return; /* a slot beyond the row's distinct diagonals */
-    const int r = row_begin + lo;
-    const int k = nk[r];
-    const int e = row_e[r];
+    const long long kk = k_begin + g;
+    if (!(kmer_flags[kk] & FLAG_CHOSEN))
+        return;
+    const int r = kmer_row[kk];
     const long long first = kfirst[r];
-    const long long d = diag_value[s];
-    int present = 0;
-    for (int j = 0; j < k; ++j) {
-        if (kmer_flags[first + j] & FLAG_N)
+    const int k = nk[r], e = row_e[r], j0 = (int)(kk - first);
+    const long long b0 = offsets[kmer_key[kk]], size = (long long)offsets[kmer_key[kk] + 1] - b0;
+    const long long base = slot[r - row_begin];
+    for (long long i = t % SEED_GROUP; i < size; i += SEED_GROUP) {
+        const long long p = positions[b0 + i];
+        const int c = contig_of(contig_starts, n_contigs, p);
+        const long long d = p - (long long)j0 * WS;
+        const long long c_lo = contig_starts[c];
+        const long long c_hi = c + 1 < n_contigs ? contig_starts[c + 1] : 0x7fffffffffffffffLL;
+        long long rank = i;
+        int dup = 0;
+        for (int j = 0; j < k; ++j) {
+            const uint8_t f = kmer_flags[first + j];
+            if (j == j0 || !(f & FLAG_CHOSEN))
+                continue;
+            const unsigned int key = kmer_key[first + j];
+            const long long a = offsets[key], b = offsets[key + 1];
+            const long long target = d + (long long)j * WS;
+            const long long below = lower_bound(positions, a, b, clamp_to(target, c_lo, c_hi));
+            rank += below - a;
+            if (j < j0 && below < b && (long long)positions[below] < clamp_to(target + 1, c_lo, c_hi)) {
+                ++rank;
+                dup = 1;
+            }
+        }
+        const long long out = base + rank;
+        diag_contig[out] = c;
+        diag_value[out] = d;
+        if (dup) {
+            diag_flags[out] = 0;
             continue;
-        const long long target = d + (long long)j * WS;
-        present += occurs_within(offsets, positions, kmer_key[first + j], target - e, target + e);
+        }
+        int present = 0;
+        for (int j = 0; j < k; ++j) {
+            if (kmer_flags[first + j] & FLAG_N)
+                continue;
+            const long long target = d + (long long)j * WS;
+            present += j == j0 || occurs_within(offsets, positions, kmer_key[first + j], target - e, target + e);
+        }
+        diag_flags[out] = 1 | ((k - present <= e) << 1);
     }
-    diag_kept[s] = k - present <= e;
 }
 
 extern "C" __global__ void seed_bands(
-    const int *__restrict__ row_e, const long long *__restrict__ slot, const int *__restrict__ n_diagonals,
-    const int row_begin, const int n_rows,
+    const int *__restrict__ row_e, const long long *__restrict__ slot, const int row_begin, const int n_rows,
     const int *__restrict__ diag_contig, const long long *__restrict__ diag_value,
-    const uint8_t *__restrict__ diag_kept,
+    const uint8_t *__restrict__ diag_flags,
     int *__restrict__ out_contig, long long *__restrict__ out_lo, long long *__restrict__ out_hi,
-    int *__restrict__ n_adjacent, int *__restrict__ n_bands)
+    int *__restrict__ n_diagonals, int *__restrict__ n_adjacent, int *__restrict__ n_bands)
 {
     const int t = blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= n_rows)
         return;
     const int e = row_e[row_begin + t];
-    const long long begin = slot[t], stop = slot[t] + n_diagonals[t];
+    const long long begin = slot[t], stop = slot[t + 1];
     long long out = begin;
-    int adjacent = 0, bands = 0;
+    int diagonals = 0, adjacent = 0, bands = 0;
     int have_band = 0, band_contig = -1;
     long long band_lo = 0, band_hi = 0, band_id = 0, chain_first = 0, last_diag = 0;
     for (long long i = begin; i < stop; ++i) {
-        if (!diag_kept[i])
+        if (!(diag_flags[i] & 1))
+            continue; /* the same diagonal from another k-mer */
+        ++diagonals;
+        if (!(diag_flags[i] & 2))
             continue;
         ++adjacent;
         const int c = diag_contig[i];
@@ -288,6 +258,7 @@ extern "C" __global__ void seed_bands(
         out_hi[out] = band_hi;
         ++bands;
     }
+    n_diagonals[t] = diagonals;
     n_adjacent[t] = adjacent;
     n_bands[t] = bands;
 }

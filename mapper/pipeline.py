@@ -12,6 +12,7 @@ Per batch:
 """
 import contextlib
 import logging
+import os
 import sys
 import time
 from dataclasses import dataclass, field
@@ -31,7 +32,7 @@ from mapper.sam import header
 from mapper.seeding import SeedStats, strand_rows
 
 log = logging.getLogger("gkmap")
-STAGES = ("parse", "seed", "filter", "verify", "align", "output")
+STAGES = ("load", "parse", "seed", "filter", "verify", "align", "output")  # load: index opened and made resident
 
 
 @dataclass
@@ -143,13 +144,27 @@ def map_batch(batch, index, backend, filter_mode, opts, counters, dump=None, ren
 
 
 def open_mapping(opts):
-    """(index, backend, filter mode, Counters) of a run: what single-end and paired runs set up alike."""
+    """(index, backend, filter mode, Counters) of a run: what single-end and paired runs set up alike. The
+    backend loads the index where it works (the cuda backend uploads it) here, timed as the `load` stage,
+    so that the per-batch stages hold only per-batch work."""
+    t = time.perf_counter()
     index = open_index(opts.reference, opts.ws, opts.index_dir)
     backend = get_backend(opts.device)
+    backend.load(index)
     filter_mode = FILTER_MODES[opts.filter]
     devices = dict(backend.devices, filter=backend.name if filter_mode else "none")
     counters = Counters(stages=", ".join(f"{stage}: {devices[stage]}" for stage in ("seed", "filter", "verify")))
+    counters.times["load"] = time.perf_counter() - t
     return index, backend, filter_mode, counters
+
+
+def _several_batches(opts, bytes_per_read=50):
+    """Whether the reads file is big enough to hold more than one batch (a compressed FASTQ of short reads
+    takes about 60 bytes a read), so that render processes are worth starting before the first batch."""
+    try:
+        return os.path.getsize(opts.reads) > opts.batch_size * bytes_per_read
+    except (OSError, TypeError):
+        return False
 
 
 def progress_bar(opts, unit):
@@ -168,15 +183,22 @@ def map_reads(opts):
         return map_pairs(opts)
     t0 = time.perf_counter()
     from mapper.neighbourhood.mapping import open_neighbourhood  # the neighbourhood wing builds on this module
-    index, backend, filter_mode, counters = (open_neighbourhood if opts.index_kind == "neighbourhood" else open_mapping)(opts)
-    progress = progress_bar(opts, " reads")
     with contextlib.ExitStack() as outputs:
+        # the reader and the render processes start first: they parse and import while the index loads
+        batches = prefetch(with_codes(read_batches(opts.reads, opts.batch_size)))
+        outputs.callback(batches.close)
+        pool = HostWorkers.spawn(opts.host_workers()) if _several_batches(opts) else None
+        if pool is not None:
+            outputs.callback(pool.shutdown, cancel_futures=True)
+        index, backend, filter_mode, counters = (open_neighbourhood if opts.index_kind == "neighbourhood" else open_mapping)(opts)
+        progress = progress_bar(opts, " reads")
         optional = lambda path: outputs.enter_context(atomic_output(path)) if path else None
         sam_file = outputs.enter_context(atomic_output(opts.output))
         unmapped_file, dump = optional(opts.unmapped), optional(opts.dump_candidates)
         sam_file.write(header(index.reference, opts.command_line))
         workers = outputs.enter_context(HostWorkers(opts.host_workers(), opts.batch_size, index.reference,
                                                     opts.best, opts.max_records, unmapped_file is not None))
+        workers.adopt(pool)
         sam = BackgroundWriter(sam_file)
         unmapped = BackgroundWriter(unmapped_file) if unmapped_file is not None else None
         writers = [w for w in (sam, unmapped) if w is not None]
@@ -191,7 +213,6 @@ def map_reads(opts):
                 progress.update(len(batch))
 
         try:
-            batches = prefetch(with_codes(read_batches(opts.reads, opts.batch_size)))
             for batch in counters.timed_iter("parse", batches):
                 rows, maps = find_mappings(batch, index, backend, filter_mode, opts.e, opts.reads, counters, dump)
                 workers.submit(batch, rows, maps)

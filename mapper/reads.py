@@ -24,6 +24,7 @@ import itertools
 import os
 import queue
 import threading
+import weakref
 from dataclasses import dataclass, field
 
 import dnaio
@@ -175,8 +176,10 @@ def _dnaio_batches(path, batch_size, skip=0):
 
 def prefetch(batches, depth=2):
     """Iterate `batches` (e.g. read_batches) with the next `depth` items parsed by a background thread, so
-    parsing overlaps the GPU stages (PyCUDA releases the GIL while it waits for the device). Items and any
-    exception come out in order; stopping early (an error downstream) stops the thread."""
+    parsing overlaps the GPU stages (PyCUDA releases the GIL while it waits for the device). The thread
+    starts at once, not at the first `next`, so a caller can open its index while the first batch is
+    parsed. Items and any exception come out in order; stopping early (an error downstream, or closing or
+    dropping the iterator before its first item) stops the thread."""
     items = queue.Queue(maxsize=depth)
     stop = threading.Event()
     done = object()
@@ -201,16 +204,21 @@ def prefetch(batches, depth=2):
         except BaseException as error:  # handed to the consumer, which re-raises it in its own thread
             put((done, error))
 
+    def consume():
+        try:
+            while True:
+                item, error = items.get()
+                if error is not None:
+                    raise error
+                if item is done:
+                    return
+                yield item
+        finally:
+            stop.set()
+            thread.join()
+
     thread = threading.Thread(target=produce, name="gkmap-reader", daemon=True)
     thread.start()
-    try:
-        while True:
-            item, error = items.get()
-            if error is not None:
-                raise error
-            if item is done:
-                return
-            yield item
-    finally:
-        stop.set()
-        thread.join()
+    consumer = consume()
+    weakref.finalize(consumer, stop.set)  # a generator closed before it started never runs its finally
+    return consumer

@@ -6,7 +6,8 @@ cut into slices of whole reads, each slice is rendered by a worker, and the text
 written in input order, so the output is byte-identical to rendering inline.
 
 Workers are spawned (not forked: the main process may hold a CUDA context and threads) and see the
-reference through one memory-mapped temporary file, so N workers share one copy of the genome. A batch
+reference through one memory-mapped temporary file, so N workers share one copy of the genome; each job
+names that file, so processes started before the index was open (`HostWorkers.spawn`) serve it too. A batch
 reaches them as one file and their SAM text comes back as files (in /dev/shm when it has room), which the
 main process copies to the output in the kernel (os.sendfile): the main process never pickles reads or
 SAM text. As with
@@ -189,20 +190,38 @@ def _spill(text, folder, suffix):
     return SpilledText(path, len(data))
 
 
-_reference = None  # the worker's Reference (set by _init_worker)
+_reference = None  # (folder, Reference): the worker's reference, loaded by its first job
 
 
-def _init_worker(names, starts, lengths, codes_path):
+def _write_reference(folder, reference):
+    """The reference as the workers load it: codes.npy (memory-mapped by each, one copy in the page cache)
+    and its contig table."""
+    np.save(os.path.join(folder, "codes.npy"), np.asarray(reference.codes))
+    np.savez(os.path.join(folder, "contigs.npz"), names=np.array(list(reference.names), dtype=str),
+             starts=reference.starts, lengths=reference.lengths)
+
+
+def _worker_reference(folder):
     global _reference
-    _reference = Reference(names, starts, lengths, np.load(codes_path, mmap_mode="r"))
+    if _reference is None or _reference[0] != folder:
+        with np.load(os.path.join(folder, "contigs.npz")) as table:
+            names, starts, lengths = table["names"].tolist(), table["starts"], table["lengths"]
+        _reference = folder, Reference(names, starts, lengths, np.load(os.path.join(folder, "codes.npy"), mmap_mode="r"))
+    return _reference[1]
 
 
-def _render_job(path, layout, first, a, b, options, folder):
-    """Reads [a, b) of a batch file rendered; the texts are left in files of `folder`."""
+def _warm():
+    """A job that does nothing: unpickling it makes a new worker import this module (numpy and the
+    renderers) while the main process is still opening the index."""
+
+
+def _render_job(reference, path, layout, first, a, b, options, folder):
+    """Reads [a, b) of a batch file rendered against the reference files of folder `reference`; the texts
+    are left in files of `folder`."""
     batch, e, maps = _read_batch(path, layout, first)
     part, e, maps = _slice(batch, e, maps, a, b)
     rows = strand_rows(part.codes(), part.starts, e)
-    done = render(part, rows, maps, _reference, *options)
+    done = render(part, rows, maps, _worker_reference(reference), *options)
     done.sam, done.unmapped = _spill(done.sam, folder, ".sam"), _spill(done.unmapped, folder, ".fq")
     return done
 
@@ -215,7 +234,7 @@ class HostWorkers:
     block is True); their texts are str or SpilledText, written with outputs.emit. At most 2 x workers slices are
     in flight, which bounds the memory held for pending batches. The processes start with the first full
     batch (`batch_size` reads): a run of one short batch is rendered inline, as the start-up would cost more
-    than it saves."""
+    than it saves; a caller that knows the input is big starts them earlier (`spawn`, then `adopt`)."""
 
     def __init__(self, workers, batch_size, reference, best, max_records, want_unmapped):
         self.workers = max(1, min(int(workers), MAX_WORKERS))
@@ -227,27 +246,44 @@ class HostWorkers:
         self._spill = None
         self._pending = collections.deque()
 
+    @staticmethod
+    def spawn(workers):
+        """Start `workers` render processes now, for a run that will have full batches (a big reads file):
+        they import their modules (about half a second each) while the main process opens the index and
+        maps the first batch. Returns the pool for `adopt`, or None where processes are
+        not worth it or not allowed (one worker, a daemonic process such as a Dask worker)."""
+        workers = max(1, min(int(workers), MAX_WORKERS))
+        if workers == 1 or multiprocessing.current_process().daemon:
+            return None
+        pool = concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+        for _ in range(workers):  # a spawn pool starts a process per job submitted while none is idle
+            pool.submit(_warm)
+        return pool
+
+    def adopt(self, pool):
+        """Use a pool from `spawn` (None: start one with the first full batch, as without)."""
+        self._pool = pool
+
     def _start(self):
         self._tmp = tempfile.TemporaryDirectory(prefix="gkmap-ref-")
         self._spill = tempfile.TemporaryDirectory(prefix="gkmap-jobs-", dir=_spill_root())
-        codes_path = os.path.join(self._tmp.name, "codes.npy")
-        np.save(codes_path, np.asarray(self.reference.codes))
-        ref = self.reference
-        self._pool = concurrent.futures.ProcessPoolExecutor(
-            self.workers, mp_context=multiprocessing.get_context("spawn"), initializer=_init_worker,
-            initargs=(list(ref.names), ref.starts, ref.lengths, codes_path))
+        _write_reference(self._tmp.name, self.reference)
+        if self._pool is None:
+            self._pool = concurrent.futures.ProcessPoolExecutor(
+                self.workers, mp_context=multiprocessing.get_context("spawn"))
 
     def submit(self, batch, rows, maps):
         # inline: one worker, a short batch before any full one, or a daemonic process (a Dask worker by
-        # default), which may not start processes of its own
-        if self._pool is None and (self.workers == 1 or len(batch) < self.batch_size
-                                   or multiprocessing.current_process().daemon):
+        # default), which may not start processes of its own; processes already spawned are always used
+        if self._tmp is None and self._pool is None and (
+                self.workers == 1 or len(batch) < self.batch_size or multiprocessing.current_process().daemon):
             self._pending.append((batch, None, [render(batch, rows, maps, self.reference, *self.options)]))
             return
-        if self._pool is None:
+        if self._tmp is None:
             self._start()
         path, layout = _write_batch(self._spill.name, batch, rows.e[:len(batch)], maps)
-        futures = [self._pool.submit(_render_job, path, layout, batch.first, a, b, self.options, self._spill.name)
+        futures = [self._pool.submit(_render_job, self._tmp.name, path, layout, batch.first, a, b, self.options,
+                                     self._spill.name)
                    for a, b in _slice_bounds(len(batch), self.workers)]
         self._pending.append((batch, path, futures))
 

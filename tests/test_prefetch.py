@@ -26,3 +26,28 @@ def test_stopping_early_stops_the_reader():
         if item == 3:
             break
     assert not any(t.name == "gkmap-reader" for t in threading.enumerate())
+
+
+def test_reader_starts_at_once_and_stops_when_dropped_unused():
+    """The thread reads ahead before the first `next` (the pipeline opens its index meanwhile); an iterator
+    dropped before its first item (the index failed to open) still stops it."""
+    import gc
+    import time
+    seen = []
+
+    def source():
+        for i in range(10):
+            seen.append(i)
+            yield i
+
+    items = prefetch(source(), depth=2)
+    deadline = time.monotonic() + 10
+    while len(seen) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert seen[:2] == [0, 1]
+    del items
+    gc.collect()
+    deadline = time.monotonic() + 10
+    while any(t.name == "gkmap-reader" for t in threading.enumerate()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(t.name == "gkmap-reader" for t in threading.enumerate())

@@ -39,3 +39,31 @@ def test_daemonic_process_renders_inline(mapped, monkeypatch):
         got = workers.render_now(batch, rows, maps)
         assert workers._pool is None
     assert got.sam == render(batch, rows, maps, index.reference, False, None, False).sam
+
+
+def test_processes_spawned_before_the_index_render_short_batches_too(mapped):
+    """A pool started early (`spawn`, before the reference is known) is adopted and used even for a batch
+    shorter than batch_size; each job names the reference files, which the workers load on first use."""
+    index, batch, rows, maps = mapped
+    want = render(batch, rows, maps, index.reference, False, None, True)
+    pool = HostWorkers.spawn(2)
+    with HostWorkers(2, 10 ** 6, index.reference, False, None, True) as workers:
+        workers.adopt(pool)
+        got = workers.render_now(batch, rows, maps)
+    assert (got.sam, got.unmapped, got.records) == (want.sam, want.unmapped, want.records)
+
+
+def test_map_with_early_processes_equals_inline(tmp_path, monkeypatch, index_dir):
+    """gkmap map on a 'big' input (render processes spawned while the index opens) writes the SAM of an
+    inline run, byte for byte after the @PG line."""
+    from mapper import pipeline
+    from mapper.options import MapOptions
+    reads = READS / "shigella_dysenteriae_ERR6005894_R1.fastq.gz"
+    sams = {}
+    for early in (False, True):
+        monkeypatch.setattr(pipeline, "_several_batches", lambda opts, early=early: early)
+        out = tmp_path / f"{early}.sam"
+        pipeline.map_reads(MapOptions(str(SHIGELLA), str(reads), device="cpu", index_dir=str(index_dir(SHIGELLA)),
+                                      output=str(out), batch_size=3000, threads=1 + 2 * early, quiet=True))
+        sams[early] = [line for line in out.read_text().splitlines() if not line.startswith("@PG")]
+    assert sams[True] == sams[False] and len(sams[True]) > 20000

@@ -18,6 +18,10 @@ class Backend(abc.ABC):
         """Where each stage runs ({"seed": "cpu", "verify": "cuda"}, ...): printed in the run summary."""
         return {"seed": self.name, "verify": self.name}
 
+    def load(self, index):
+        """Make the index resident where the backend works, once per run, before the first batch (the cuda
+        backend uploads it; the cpu backend maps it from disk as it goes)."""
+
     @abc.abstractmethod
     def seed(self, rows, index):
         """StrandRows, KmerIndex -> (seeding.Candidates, seeding.SeedStats)."""

@@ -23,6 +23,7 @@ from mapper.verify import Mappings, verify as host_verify
 MAX_ENDS = 8
 COLUMNS = (np.int32, np.int32, np.int64, np.int64)  # device candidates: row, contig, lo, hi
 BAND_CAPACITY = 1 << 25  # hits (band slots) per seeding launch; rows are launched in chunks that fit
+SEED_GROUP = 16  # threads per chosen k-mer in seed.cu seed_place (about the mean bucket size at 100 bp)
 
 
 class CudaBackend(Backend):
@@ -47,12 +48,18 @@ class CudaBackend(Backend):
             self._index_of = index
         return self._index
 
+    def load(self, index):
+        """The index and the reference codes to device memory (and the CUDA context made) before the first
+        batch."""
+        self._resident_index(index)
+        self._resident_genome(index.reference)
+
     def seed(self, rows, index):
         """kernels/seed.cu on every strand row: the numpy seeder's candidates and counts, left on the GPU
         (DeviceCandidates) for the verifier; they reach the host only when a host stage asks for them."""
         offsets, positions, contig_starts, _ = self._resident_index(index)
         n_contigs = len(index.reference.starts)
-        defines = dict(WS=index.ws, MAX_SEL=int(rows.e.max()) + 1,
+        defines = dict(WS=index.ws, SEED_GROUP=SEED_GROUP,
                        OFFSET_T="unsigned int" if index.offsets.dtype == np.uint32 else "unsigned long long")
         kernel = lambda name: cuda.function("seed.cu", name, **defines)
         n_rows = len(rows.start)
@@ -62,27 +69,29 @@ class CudaBackend(Backend):
         dev = self._rows_on_device(rows)
         d_nk, d_kfirst = cuda.scratch_copy(nk), cuda.scratch_copy(kfirst)
         key, size, flags = cuda.scratch(4 * n_kmers), cuda.scratch(8 * n_kmers), cuda.scratch(n_kmers)
-        row_hits, row_seeds = cuda.scratch(8 * n_rows), cuda.scratch(4 * n_rows)
+        kmer_row, row_hits, row_seeds = cuda.scratch(4 * n_kmers), cuda.scratch(8 * n_rows), cuda.scratch(4 * n_rows)
         cuda.launch(kernel("seed_select"), n_rows, dev.codes, dev.start, d_nk, d_kfirst, dev.e, np.int32(n_rows),
-                    offsets, key, size, flags, row_hits, row_seeds)
+                    offsets, key, size, flags, kmer_row, row_hits, row_seeds)
         hits = cuda.from_device(row_hits, (n_rows,), np.int64)
         stats = SeedStats(kmers=n_kmers, hits=int(hits.sum()),
                           seeds=int(cuda.from_device(row_seeds, (n_rows,), np.int32).sum()))
         parts = []
         for begin, end in _chunks(hits, BAND_CAPACITY):
             count = end - begin
-            slot = np.cumsum(hits[begin:end]) - hits[begin:end]
-            capacity = int(hits[begin:end].sum())
+            slot = np.concatenate([[0], np.cumsum(hits[begin:end])])
+            capacity = int(slot[-1])
+            if not capacity:
+                continue
+            k_begin, k_end = int(kfirst[begin]), int(kfirst[end - 1] + nk[end - 1])
             d_slot, rows_args = cuda.scratch_copy(slot), (np.int32(begin), np.int32(count))
-            diag_contig, diag_value, kept = cuda.scratch(4 * capacity), cuda.scratch(8 * capacity), cuda.scratch(capacity)
-            n_diag, n_adj, n_band = cuda.scratch(4 * count), cuda.scratch(4 * count), cuda.scratch(4 * count)
-            cuda.launch(kernel("seed_diagonals"), count, key, flags, d_nk, d_kfirst, d_slot, *rows_args, offsets,
-                        positions, contig_starts, np.int32(n_contigs), diag_contig, diag_value, n_diag)
-            cuda.launch(kernel("seed_adjacent"), capacity, key, flags, d_nk, d_kfirst, dev.e, d_slot, n_diag,
-                        *rows_args, np.int64(capacity), offsets, positions, diag_value, kept)
+            diag_contig, diag_value, diag_flags = cuda.scratch(4 * capacity), cuda.scratch(8 * capacity), cuda.scratch(capacity)
+            cuda.launch(kernel("seed_place"), SEED_GROUP * (k_end - k_begin), key, flags, kmer_row, d_nk, d_kfirst,
+                        dev.e, d_slot, np.int32(begin), np.int64(k_begin), np.int64(k_end - k_begin), offsets,
+                        positions, contig_starts, np.int32(n_contigs), diag_contig, diag_value, diag_flags)
             band_contig, band_lo, band_hi = cuda.scratch(4 * capacity), cuda.scratch(8 * capacity), cuda.scratch(8 * capacity)
-            cuda.launch(kernel("seed_bands"), count, dev.e, d_slot, n_diag, *rows_args, diag_contig, diag_value,
-                        kept, band_contig, band_lo, band_hi, n_adj, n_band)
+            n_diag, n_adj, n_band = cuda.scratch(4 * count), cuda.scratch(4 * count), cuda.scratch(4 * count)
+            cuda.launch(kernel("seed_bands"), count, dev.e, d_slot, *rows_args, diag_contig, diag_value, diag_flags,
+                        band_contig, band_lo, band_hi, n_diag, n_adj, n_band)
             bands = cuda.from_device(n_band, (count,), np.int32).astype(np.int64)
             stats.diagonals += int(cuda.from_device(n_diag, (count,), np.int32).sum())
             stats.adjacent += int(cuda.from_device(n_adj, (count,), np.int32).sum())

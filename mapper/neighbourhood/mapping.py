@@ -8,6 +8,7 @@ selection, CIGAR/MD and SAM writer as the k-mer path: the same SAM format and th
 reported mapping has edit distance <= e). pipeline.map_reads picks `open_neighbourhood` instead of its
 `open_mapping` for this index kind; everything after the opening is shared.
 """
+import time
 from dataclasses import fields
 
 import numpy as np
@@ -60,9 +61,12 @@ class NeighbourhoodBackend(Backend):
 def open_neighbourhood(opts):
     """(index, backend, filter mode, Counters) of a neighbourhood run (pipeline.open_mapping's counterpart)."""
     from mapper.pipeline import FILTER_MODES, Counters  # pipeline imports this module lazily, never at load
+    t = time.perf_counter()
     index = open_index(opts.reference, opts.seed_len, opts.nb_len, opts.spaced, opts.index_dir)
     backend = NeighbourhoodBackend(get_backend(opts.device), opts.step, opts.nb_errors, opts.lookup)
     filter_mode = FILTER_MODES[opts.filter]
     devices = dict(backend.devices, filter=backend.name if filter_mode else "none")
     stages = ", ".join(f"{stage}: {devices[stage]}" for stage in ("seed", "filter", "verify"))
-    return index, backend, filter_mode, Counters(stages=f"neighbourhood index, {opts.lookup} look-ups; {stages}")
+    counters = Counters(stages=f"neighbourhood index, {opts.lookup} look-ups; {stages}")
+    counters.times["load"] = time.perf_counter() - t
+    return index, backend, filter_mode, counters
