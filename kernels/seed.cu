@@ -9,10 +9,11 @@
  * seed_select      per row: key, N flag, row and bucket size of each k-mer; a k-mer is chosen when its
  *                  rank in the row, ordered by (bucket size, position in the read), is below e+1 and its
  *                  bucket is not empty (an N k-mer counts as size 0); row_hits = total size of chosen
- *                  buckets, row_seeds = how many were chosen.
- * seed_place       per hit of a chosen bucket: its slot in the row's (contig, diagonal) order by binary
- *                  searches in the row's other chosen buckets (no merge; see the function), a duplicate
- *                  flag, and for distinct diagonals the adjacency filter.
+ *                  buckets, row_seeds = how many were chosen, kmer_hit = the k-mer's first hit in the row.
+ * seed_hit_kmers   per chosen k-mer: its k-mer number into each of its hit slots, so that
+ * seed_place       one thread per hit finds its k-mer; the hit's slot in the row's (contig, diagonal) order
+ *                  by binary searches in the row's other chosen buckets (no merge; see the function), a
+ *                  duplicate flag, and for distinct diagonals the adjacency filter.
  * seed_bands       per row: distinct kept diagonals are chained while consecutive ones are <= e apart; a
  *                  chain is cut into bands (d - chain_first) / (e+1); each band is written as (contig, first
  *                  diagonal, last diagonal) at the row's slot.
@@ -26,8 +27,8 @@
  *      offsets    OFFSET_T [4^WS + 1], positions uint32 [P]: the k-mer index, resident on the GPU
  *      contig_starts int64 [C]
  * Per k-mer (at kfirst[row] + j): kmer_key uint32, kmer_size int64, kmer_flags uint8 (1 = has N, 2 = chosen),
- *      kmer_row int32
- * JIT constants (-D): WS, OFFSET_T, SEED_GROUP (threads per k-mer in seed_place).
+ *      kmer_row int32, kmer_hit int64
+ * JIT constants (-D): WS, OFFSET_T, SEED_GROUP (threads per k-mer in seed_hit_kmers).
  */
 #include "common.cuh"
 
@@ -49,7 +50,8 @@ extern "C" __global__ void seed_select(
     const int *__restrict__ nk, const long long *__restrict__ kfirst, const int *__restrict__ row_e,
     const int n_rows, const OFFSET_T *__restrict__ offsets,
     unsigned int *__restrict__ kmer_key, long long *__restrict__ kmer_size, uint8_t *__restrict__ kmer_flags,
-    int *__restrict__ kmer_row, long long *__restrict__ row_hits, int *__restrict__ row_seeds)
+    int *__restrict__ kmer_row, long long *__restrict__ kmer_hit, long long *__restrict__ row_hits,
+    int *__restrict__ row_seeds)
 {
     const int r = blockIdx.x * blockDim.x + threadIdx.x;
     if (r >= n_rows)
@@ -81,6 +83,7 @@ extern "C" __global__ void seed_select(
             const long long other = kmer_size[first + i];
             rank += other < size || (other == size && i < j);
         }
+        kmer_hit[first + j] = hits;
         if (rank < keep && size > 0) {
             kmer_flags[first + j] |= FLAG_CHOSEN;
             hits += size;
@@ -134,8 +137,28 @@ __device__ __forceinline__ long long clamp_to(long long value, long long lo, lon
     return value < lo ? lo : (value > hi ? hi : value);
 }
 
-/* Every hit of a row's chosen buckets goes straight to its place in the row's sorted diagonal list, with
- * SEED_GROUP threads per k-mer of the launch (lane i takes hits i, i + SEED_GROUP, ...).
+/* Labels every hit slot of the launch with its k-mer (relative to k_begin), SEED_GROUP threads per k-mer:
+ * seed_place then runs one thread per hit, so a k-mer with a huge bucket is spread over many threads
+ * instead of holding up its group (one thread per k-mer made the launch as slow as its longest bucket). */
+extern "C" __global__ void seed_hit_kmers(
+    const uint8_t *__restrict__ kmer_flags, const int *__restrict__ kmer_row, const long long *__restrict__ kmer_hit,
+    const long long *__restrict__ kmer_size, const long long *__restrict__ slot, const int row_begin,
+    const long long k_begin, const long long n_kmers, int *__restrict__ hit_kmer)
+{
+    const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const long long g = t / SEED_GROUP;
+    if (g >= n_kmers)
+        return;
+    const long long kk = k_begin + g;
+    if (!(kmer_flags[kk] & FLAG_CHOSEN))
+        return;
+    const long long base = slot[kmer_row[kk] - row_begin] + kmer_hit[kk], size = kmer_size[kk];
+    for (long long i = t % SEED_GROUP; i < size; i += SEED_GROUP)
+        hit_kmer[base + i] = (int)g;
+}
+
+/* Every hit of a row's chosen buckets goes straight to its place in the row's sorted diagonal list, one
+ * thread per hit slot of the launch (hit i of k-mer j0: slot[row] + kmer_hit[k-mer] + i).
  *
  * The row's order is (contig, diagonal), ties to the lower k-mer. Hit i of chosen list j0 (position p,
  * contig c, diagonal d = p - j0*WS) has rank i + (hits of each other chosen list j ordered before it). Those
@@ -148,63 +171,56 @@ __device__ __forceinline__ long long clamp_to(long long value, long long lo, lon
  * diag_contig, diag_value and diag_flags (0: duplicate; bit 0: distinct; bit 1: kept by the filter). */
 extern "C" __global__ void seed_place(
     const unsigned int *__restrict__ kmer_key, const uint8_t *__restrict__ kmer_flags,
-    const int *__restrict__ kmer_row, const int *__restrict__ nk, const long long *__restrict__ kfirst,
-    const int *__restrict__ row_e, const long long *__restrict__ slot, const int row_begin,
-    const long long k_begin, const long long n_kmers,
+    const int *__restrict__ kmer_row, const long long *__restrict__ kmer_hit, const int *__restrict__ hit_kmer,
+    const int *__restrict__ nk, const long long *__restrict__ kfirst, const int *__restrict__ row_e,
+    const long long *__restrict__ slot, const int row_begin, const long long k_begin, const long long n_hits,
     const OFFSET_T *__restrict__ offsets, const unsigned int *__restrict__ positions,
     const long long *__restrict__ contig_starts, const int n_contigs,
     int *__restrict__ diag_contig, long long *__restrict__ diag_value, uint8_t *__restrict__ diag_flags)
 {
-    const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    const long long g = t / SEED_GROUP;
-    if (g >= n_kmers)
+    const long long h = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (h >= n_hits)
         return;
-    const long long kk = k_begin + g;
-    if (!(kmer_flags[kk] & FLAG_CHOSEN))
-        return;
+    const long long kk = k_begin + hit_kmer[h];
     const int r = kmer_row[kk];
-    const long long first = kfirst[r];
+    const long long first = kfirst[r], base = slot[r - row_begin];
     const int k = nk[r], e = row_e[r], j0 = (int)(kk - first);
-    const long long b0 = offsets[kmer_key[kk]], size = (long long)offsets[kmer_key[kk] + 1] - b0;
-    const long long base = slot[r - row_begin];
-    for (long long i = t % SEED_GROUP; i < size; i += SEED_GROUP) {
-        const long long p = positions[b0 + i];
-        const int c = contig_of(contig_starts, n_contigs, p);
-        const long long d = p - (long long)j0 * WS;
-        const long long c_lo = contig_starts[c];
-        const long long c_hi = c + 1 < n_contigs ? contig_starts[c + 1] : 0x7fffffffffffffffLL;
-        long long rank = i;
-        int dup = 0;
-        for (int j = 0; j < k; ++j) {
-            const uint8_t f = kmer_flags[first + j];
-            if (j == j0 || !(f & FLAG_CHOSEN))
-                continue;
-            const unsigned int key = kmer_key[first + j];
-            const long long a = offsets[key], b = offsets[key + 1];
-            const long long target = d + (long long)j * WS;
-            const long long below = lower_bound(positions, a, b, clamp_to(target, c_lo, c_hi));
-            rank += below - a;
-            if (j < j0 && below < b && (long long)positions[below] < clamp_to(target + 1, c_lo, c_hi)) {
-                ++rank;
-                dup = 1;
-            }
-        }
-        const long long out = base + rank;
-        diag_contig[out] = c;
-        diag_value[out] = d;
-        if (dup) {
-            diag_flags[out] = 0;
+    const long long i = h - base - kmer_hit[kk];
+    const long long p = positions[offsets[kmer_key[kk]] + i];
+    const int c = contig_of(contig_starts, n_contigs, p);
+    const long long d = p - (long long)j0 * WS;
+    const long long c_lo = contig_starts[c];
+    const long long c_hi = c + 1 < n_contigs ? contig_starts[c + 1] : 0x7fffffffffffffffLL;
+    long long rank = i;
+    int dup = 0;
+    for (int j = 0; j < k; ++j) {
+        if (j == j0 || !(kmer_flags[first + j] & FLAG_CHOSEN))
             continue;
+        const unsigned int key = kmer_key[first + j];
+        const long long a = offsets[key], b = offsets[key + 1];
+        const long long target = d + (long long)j * WS;
+        const long long below = lower_bound(positions, a, b, clamp_to(target, c_lo, c_hi));
+        rank += below - a;
+        if (j < j0 && below < b && (long long)positions[below] < clamp_to(target + 1, c_lo, c_hi)) {
+            ++rank;
+            dup = 1;
         }
-        int present = 0;
-        for (int j = 0; j < k; ++j) {
-            if (kmer_flags[first + j] & FLAG_N)
-                continue;
-            const long long target = d + (long long)j * WS;
-            present += j == j0 || occurs_within(offsets, positions, kmer_key[first + j], target - e, target + e);
-        }
-        diag_flags[out] = 1 | ((k - present <= e) << 1);
     }
+    const long long out = base + rank;
+    diag_contig[out] = c;
+    diag_value[out] = d;
+    if (dup) {
+        diag_flags[out] = 0;
+        return;
+    }
+    int present = 0;
+    for (int j = 0; j < k; ++j) {
+        if (kmer_flags[first + j] & FLAG_N)
+            continue;
+        const long long target = d + (long long)j * WS;
+        present += j == j0 || occurs_within(offsets, positions, kmer_key[first + j], target - e, target + e);
+    }
+    diag_flags[out] = 1 | ((k - present <= e) << 1);
 }
 
 extern "C" __global__ void seed_bands(

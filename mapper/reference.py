@@ -20,7 +20,6 @@ from dataclasses import dataclass
 
 import dnaio
 import numpy as np
-import pyfaidx
 
 from mapper.alphabet import CODE_N, ENCODE, REF_ASCII, pack_2bit, unpack_2bit
 from mapper.errors import InputError
@@ -89,6 +88,7 @@ def _is_compressed(path):
 
 
 def _read_plain(path, fai_path):
+    import pyfaidx  # here, not at the top: it brings fsspec (~85 ms) that runs loading an index never need
     try:
         fasta = pyfaidx.Fasta(str(path), indexname=str(fai_path), as_raw=True,
                               sequence_always_upper=True, read_long_names=False)

@@ -23,7 +23,7 @@ from mapper.verify import Mappings, verify as host_verify
 MAX_ENDS = 8
 COLUMNS = (np.int32, np.int32, np.int64, np.int64)  # device candidates: row, contig, lo, hi
 BAND_CAPACITY = 1 << 25  # hits (band slots) per seeding launch; rows are launched in chunks that fit
-SEED_GROUP = 16  # threads per chosen k-mer in seed.cu seed_place (about the mean bucket size at 100 bp)
+SEED_GROUP = 32  # threads per chosen k-mer labelling its hits (seed.cu seed_hit_kmers)
 
 
 class CudaBackend(Backend):
@@ -69,9 +69,10 @@ class CudaBackend(Backend):
         dev = self._rows_on_device(rows)
         d_nk, d_kfirst = cuda.scratch_copy(nk), cuda.scratch_copy(kfirst)
         key, size, flags = cuda.scratch(4 * n_kmers), cuda.scratch(8 * n_kmers), cuda.scratch(n_kmers)
-        kmer_row, row_hits, row_seeds = cuda.scratch(4 * n_kmers), cuda.scratch(8 * n_rows), cuda.scratch(4 * n_rows)
+        kmer_row, kmer_hit = cuda.scratch(4 * n_kmers), cuda.scratch(8 * n_kmers)
+        row_hits, row_seeds = cuda.scratch(8 * n_rows), cuda.scratch(4 * n_rows)
         cuda.launch(kernel("seed_select"), n_rows, dev.codes, dev.start, d_nk, d_kfirst, dev.e, np.int32(n_rows),
-                    offsets, key, size, flags, kmer_row, row_hits, row_seeds)
+                    offsets, key, size, flags, kmer_row, kmer_hit, row_hits, row_seeds)
         hits = cuda.from_device(row_hits, (n_rows,), np.int64)
         stats = SeedStats(kmers=n_kmers, hits=int(hits.sum()),
                           seeds=int(cuda.from_device(row_seeds, (n_rows,), np.int32).sum()))
@@ -84,10 +85,13 @@ class CudaBackend(Backend):
                 continue
             k_begin, k_end = int(kfirst[begin]), int(kfirst[end - 1] + nk[end - 1])
             d_slot, rows_args = cuda.scratch_copy(slot), (np.int32(begin), np.int32(count))
+            hit_kmer = cuda.scratch(4 * capacity)
+            cuda.launch(kernel("seed_hit_kmers"), SEED_GROUP * (k_end - k_begin), flags, kmer_row, kmer_hit, size,
+                        d_slot, np.int32(begin), np.int64(k_begin), np.int64(k_end - k_begin), hit_kmer)
             diag_contig, diag_value, diag_flags = cuda.scratch(4 * capacity), cuda.scratch(8 * capacity), cuda.scratch(capacity)
-            cuda.launch(kernel("seed_place"), SEED_GROUP * (k_end - k_begin), key, flags, kmer_row, d_nk, d_kfirst,
-                        dev.e, d_slot, np.int32(begin), np.int64(k_begin), np.int64(k_end - k_begin), offsets,
-                        positions, contig_starts, np.int32(n_contigs), diag_contig, diag_value, diag_flags)
+            cuda.launch(kernel("seed_place"), capacity, key, flags, kmer_row, kmer_hit, hit_kmer, d_nk, d_kfirst,
+                        dev.e, d_slot, np.int32(begin), np.int64(k_begin), np.int64(capacity), offsets, positions,
+                        contig_starts, np.int32(n_contigs), diag_contig, diag_value, diag_flags)
             band_contig, band_lo, band_hi = cuda.scratch(4 * capacity), cuda.scratch(8 * capacity), cuda.scratch(8 * capacity)
             n_diag, n_adj, n_band = cuda.scratch(4 * count), cuda.scratch(4 * count), cuda.scratch(4 * count)
             cuda.launch(kernel("seed_bands"), count, dev.e, d_slot, *rows_args, diag_contig, diag_value, diag_flags,
