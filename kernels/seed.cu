@@ -7,9 +7,10 @@
  * binary searches) runs in parallel over the hits; only chaining stays one thread per row.
  *
  * seed_select      per row: key, N flag, row and bucket size of each k-mer; a k-mer is chosen when its
- *                  rank in the row, ordered by (bucket size, position in the read), is below e+1 and its
- *                  bucket is not empty (an N k-mer counts as size 0); row_hits = total size of chosen
- *                  buckets, row_seeds = how many were chosen, kmer_hit = the k-mer's first hit in the row.
+ *                  rank in the row, ordered by (bucket size in the whole genome, position in the read), is
+ *                  below e+1 and its bucket is not empty (an N k-mer counts as size 0); row_seeds = how many
+ *                  were chosen; kmer_size then = the chosen list's size in the index part, row_hits = their
+ *                  total, kmer_hit = the k-mer's first hit in the row.
  * seed_hit_kmers   per chosen k-mer: its k-mer number into each of its hit slots, so that
  * seed_place       one thread per hit finds its k-mer; the hit's slot in the row's (contig, diagonal) order
  *                  by binary searches in the row's other chosen buckets (no merge; see the function), a
@@ -24,7 +25,9 @@
  * In : codes      uint8 [2T]  strand rows' codes (mapper/alphabet.py; CODE_N never part of a k-mer)
  *      row_start  int64 [R], nk int32 [R] (k-mers of the row, 0 = not seeded), kfirst int64 [R]
  *      row_e      int32 [R]
- *      offsets    OFFSET_T [4^WS + 1], positions uint32 [P]: the k-mer index, resident on the GPU
+ *      offsets    OFFSET_T [4^WS + 1]: the whole index's buckets (for the selection), resident on the GPU
+ *      list_offsets OFFSET_T [4^WS + 1], positions uint32: the buckets of the index part (the same arrays
+ *                 as offsets and the whole positions when the index is not cut into parts)
  *      contig_starts int64 [C]
  * Per k-mer (at kfirst[row] + j): kmer_key uint32, kmer_size int64, kmer_flags uint8 (1 = has N, 2 = chosen),
  *      kmer_row int32, kmer_hit int64
@@ -44,11 +47,12 @@
 
 #define FLAG_N 1
 #define FLAG_CHOSEN 2
+#define FLAG_MARGIN 4 /* diag_flags: a hit in the margin of an index part (never a candidate) */
 
 extern "C" __global__ void seed_select(
     const uint8_t *__restrict__ codes, const long long *__restrict__ row_start,
     const int *__restrict__ nk, const long long *__restrict__ kfirst, const int *__restrict__ row_e,
-    const int n_rows, const OFFSET_T *__restrict__ offsets,
+    const int n_rows, const OFFSET_T *__restrict__ offsets, const OFFSET_T *__restrict__ list_offsets,
     unsigned int *__restrict__ kmer_key, long long *__restrict__ kmer_size, uint8_t *__restrict__ kmer_flags,
     int *__restrict__ kmer_row, long long *__restrict__ kmer_hit, long long *__restrict__ row_hits,
     int *__restrict__ row_seeds)
@@ -74,7 +78,6 @@ extern "C" __global__ void seed_select(
     }
     /* cheap selection: rank by (size, j); the e+1 lowest ranks with a non-empty bucket are chosen */
     const int keep = row_e[r] + 1;
-    long long hits = 0;
     int seeds = 0;
     for (int j = 0; j < k; ++j) {
         const long long size = kmer_size[first + j];
@@ -83,11 +86,20 @@ extern "C" __global__ void seed_select(
             const long long other = kmer_size[first + i];
             rank += other < size || (other == size && i < j);
         }
-        kmer_hit[first + j] = hits;
         if (rank < keep && size > 0) {
             kmer_flags[first + j] |= FLAG_CHOSEN;
-            hits += size;
             ++seeds;
+        }
+    }
+    /* the chosen buckets' hits in this part of the index (all of it, unless it is cut into parts):
+     * kmer_size becomes the size of the list seed_hit_kmers and seed_place walk */
+    long long hits = 0;
+    for (int j = 0; j < k; ++j) {
+        kmer_hit[first + j] = hits;
+        if (kmer_flags[first + j] & FLAG_CHOSEN) {
+            const unsigned int key = kmer_key[first + j];
+            kmer_size[first + j] = (long long)list_offsets[key + 1] - (long long)list_offsets[key];
+            hits += kmer_size[first + j];
         }
     }
     row_hits[r] = hits;
@@ -168,13 +180,21 @@ extern "C" __global__ void seed_hit_kmers(
  * a lower list is a duplicate. So one binary search per chosen list places a hit: no merge, no sort.
  * Each distinct hit then runs the adjacency filter (at most e of the row's k-mers missing from
  * [d + j*WS - e, d + j*WS + e]; N k-mers are missing). Every slot of the row is written:
- * diag_contig, diag_value and diag_flags (0: duplicate; bit 0: distinct; bit 1: kept by the filter). */
+ * diag_contig, diag_value and diag_flags (0: duplicate; bit 0: distinct; bit 1: kept by the filter;
+ * FLAG_MARGIN: a hit outside [core_lo, core_hi), see below).
+ *
+ * Index parts (mapper/backends/index_parts.py): when the index is cut into parts of whole contigs, the
+ * lists hold the part's positions plus a margin in the neighbouring contigs, which the adjacency filter of
+ * a diagonal near a contig end may need. Margin hits are placed like the others (the order is over the
+ * whole lists) but never become diagonals; an equal key in the core cannot exist (another contig). With
+ * one part, [core_lo, core_hi) covers the genome. */
 extern "C" __global__ void seed_place(
     const unsigned int *__restrict__ kmer_key, const uint8_t *__restrict__ kmer_flags,
     const int *__restrict__ kmer_row, const long long *__restrict__ kmer_hit, const int *__restrict__ hit_kmer,
     const int *__restrict__ nk, const long long *__restrict__ kfirst, const int *__restrict__ row_e,
     const long long *__restrict__ slot, const int row_begin, const long long k_begin, const long long n_hits,
-    const OFFSET_T *__restrict__ offsets, const unsigned int *__restrict__ positions,
+    const OFFSET_T *__restrict__ list_offsets, const unsigned int *__restrict__ positions,
+    const long long core_lo, const long long core_hi,
     const long long *__restrict__ contig_starts, const int n_contigs,
     int *__restrict__ diag_contig, long long *__restrict__ diag_value, uint8_t *__restrict__ diag_flags)
 {
@@ -186,7 +206,7 @@ extern "C" __global__ void seed_place(
     const long long first = kfirst[r], base = slot[r - row_begin];
     const int k = nk[r], e = row_e[r], j0 = (int)(kk - first);
     const long long i = h - base - kmer_hit[kk];
-    const long long p = positions[offsets[kmer_key[kk]] + i];
+    const long long p = positions[list_offsets[kmer_key[kk]] + i];
     const int c = contig_of(contig_starts, n_contigs, p);
     const long long d = p - (long long)j0 * WS;
     const long long c_lo = contig_starts[c];
@@ -197,7 +217,7 @@ extern "C" __global__ void seed_place(
         if (j == j0 || !(kmer_flags[first + j] & FLAG_CHOSEN))
             continue;
         const unsigned int key = kmer_key[first + j];
-        const long long a = offsets[key], b = offsets[key + 1];
+        const long long a = list_offsets[key], b = list_offsets[key + 1];
         const long long target = d + (long long)j * WS;
         const long long below = lower_bound(positions, a, b, clamp_to(target, c_lo, c_hi));
         rank += below - a;
@@ -209,6 +229,10 @@ extern "C" __global__ void seed_place(
     const long long out = base + rank;
     diag_contig[out] = c;
     diag_value[out] = d;
+    if (p < core_lo || p >= core_hi) {
+        diag_flags[out] = FLAG_MARGIN;
+        return;
+    }
     if (dup) {
         diag_flags[out] = 0;
         return;
@@ -218,7 +242,7 @@ extern "C" __global__ void seed_place(
         if (kmer_flags[first + j] & FLAG_N)
             continue;
         const long long target = d + (long long)j * WS;
-        present += j == j0 || occurs_within(offsets, positions, kmer_key[first + j], target - e, target + e);
+        present += j == j0 || occurs_within(list_offsets, positions, kmer_key[first + j], target - e, target + e);
     }
     diag_flags[out] = 1 | ((k - present <= e) << 1);
 }
@@ -228,7 +252,8 @@ extern "C" __global__ void seed_bands(
     const int *__restrict__ diag_contig, const long long *__restrict__ diag_value,
     const uint8_t *__restrict__ diag_flags,
     int *__restrict__ out_contig, long long *__restrict__ out_lo, long long *__restrict__ out_hi,
-    int *__restrict__ n_diagonals, int *__restrict__ n_adjacent, int *__restrict__ n_bands)
+    int *__restrict__ n_diagonals, int *__restrict__ n_adjacent, int *__restrict__ n_bands,
+    int *__restrict__ n_margin)
 {
     const int t = blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= n_rows)
@@ -236,12 +261,13 @@ extern "C" __global__ void seed_bands(
     const int e = row_e[row_begin + t];
     const long long begin = slot[t], stop = slot[t + 1];
     long long out = begin;
-    int diagonals = 0, adjacent = 0, bands = 0;
+    int diagonals = 0, adjacent = 0, bands = 0, margin = 0;
     int have_band = 0, band_contig = -1;
     long long band_lo = 0, band_hi = 0, band_id = 0, chain_first = 0, last_diag = 0;
     for (long long i = begin; i < stop; ++i) {
+        margin += diag_flags[i] == FLAG_MARGIN;
         if (!(diag_flags[i] & 1))
-            continue; /* the same diagonal from another k-mer */
+            continue; /* the same diagonal from another k-mer, or a margin hit */
         ++diagonals;
         if (!(diag_flags[i] & 2))
             continue;
@@ -277,6 +303,7 @@ extern "C" __global__ void seed_bands(
     n_diagonals[t] = diagonals;
     n_adjacent[t] = adjacent;
     n_bands[t] = bands;
+    n_margin[t] = margin;
 }
 
 extern "C" __global__ void seed_compact(

@@ -119,6 +119,9 @@ class IndexPlugin(WorkerPlugin):
             if index.ws != self.ws:
                 raise IndexFormatError(f"{self.folder}: an index of ws {index.ws}, but the client's has ws {self.ws}")
             backend = get_backend(self.opts.device)
+            if backend.name == "cuda":
+                gpu_context()  # made here, in the worker's main thread, which pops it at exit (see gpu_task)
+            backend.load(index, self.opts.gpu_memory)
         except GkmapError as e:
             self.error = RemoteError(f"worker {worker.name} ({worker.address}) refused the run: {e}", e.exit_code)
             return
@@ -127,8 +130,6 @@ class IndexPlugin(WorkerPlugin):
         # daemonic worker process, which may not start processes)
         self.renderer = HostWorkers(self.opts.threads or 1, 1, index.reference, self.opts.best,
                                     self.opts.max_records, False)
-        if backend.name == "cuda":
-            gpu_context()  # made here, in the worker's main thread, which pops it at exit (see gpu_task)
         self.filter_mode = FILTER_MODES[self.opts.filter]
         devices = dict(backend.devices, filter=backend.name if self.filter_mode else "none")
         self.stages = ", ".join(f"{stage}: {devices[stage]}" for stage in ("seed", "filter", "verify"))

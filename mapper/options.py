@@ -28,6 +28,7 @@ class MapOptions:
     max_records: int = None     # -n
     index_dir: str = None
     batch_size: int = 100_000
+    gpu_memory: int = None      # --gpu-memory: device bytes the index may take (None: free memory less a reserve)
     threads: int = None         # -t: host processes rendering CIGAR/MD and SAM (None: the cores but one, at most 16)
     quiet: bool = False
     command_line: str = "gkmap map"
@@ -75,6 +76,8 @@ class MapOptions:
             raise UsageError(f"--threads must be at least 1, not {self.threads}")
         if self.batch_size < 1:
             raise UsageError(f"--batch-size must be at least 1, not {self.batch_size}")
+        if self.gpu_memory is not None and self.device == "cpu":
+            raise UsageError("--gpu-memory is for the cuda backend, not --device cpu")
         self._check_paired()
         self._check_cluster()
         self._check_neighbourhood()
@@ -144,3 +147,17 @@ class MapOptions:
                 raise UsageError(f"{flag} must be at least 0, not {value}")
         if None not in (self.min_insert, self.max_insert) and self.min_insert > self.max_insert:
             raise UsageError(f"--min {self.min_insert} is more than --max {self.max_insert}")
+
+
+def parse_size(text, flag="--gpu-memory"):
+    """Bytes of a size such as 16G, 1.5G, 512M, 64K or 1000000 (binary units), for `flag`."""
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+    value = text.strip().upper().removesuffix("B").removesuffix("I")
+    scale = units.get(value[-1:], 1)
+    try:
+        size = float(value[:-1] if value[-1:] in units else value) * scale
+    except ValueError:
+        raise UsageError(f"{flag} must be a size such as 16G, 512M or a number of bytes, not {text!r}") from None
+    if size < 1:
+        raise UsageError(f"{flag} must be more than 0 bytes, not {text!r}")
+    return int(size)

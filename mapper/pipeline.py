@@ -30,6 +30,7 @@ from mapper.reads import prefetch, read_batches, with_codes
 from mapper.render import HostWorkers, batch_loci, render
 from mapper.sam import header
 from mapper.seeding import SeedStats, strand_rows
+from mapper.verify import Mappings
 
 log = logging.getLogger("gkmap")
 STAGES = ("load", "parse", "seed", "filter", "verify", "align", "output")  # load: index opened and made resident
@@ -98,18 +99,22 @@ def find_mappings(batch, index, backend, filter_mode, fixed_e, reads_path, count
     reference = index.reference
     e = per_read_e(batch, fixed_e, reads_path)
     rows = strand_rows(batch.codes(), batch.starts, e)
-    with counters.timed("seed"):
-        cands, stats = backend.seed(rows, index)
-    counters.seeding.add(stats)
-    if dump is not None:
-        with counters.timed("output"):
-            dump.write(candidate_pairs(rows, cands, reference))
-    with counters.timed("filter"):
-        cands, rejected = backend.filtered(filter_mode, rows, cands, reference)
-    counters.filtered_out += rejected
-    counters.verified += len(cands)
-    with counters.timed("verify"):
-        return rows, backend.verify(rows, cands, reference)
+    found = []
+    with contextlib.closing(backend.index_parts(index, rows)) as parts:  # one part unless the GPU is too small
+        for _ in counters.timed_iter("load", parts):
+            with counters.timed("seed"):
+                cands, stats = backend.seed(rows, index)
+            counters.seeding.add(stats)
+            if dump is not None:
+                with counters.timed("output"):
+                    dump.write(candidate_pairs(rows, cands, reference))
+            with counters.timed("filter"):
+                cands, rejected = backend.filtered(filter_mode, rows, cands, reference)
+            counters.filtered_out += rejected
+            counters.verified += len(cands)
+            with counters.timed("verify"):
+                found.append(backend.verify(rows, cands, reference))
+    return rows, found[0] if len(found) == 1 else Mappings.concat(found)
 
 
 def find_loci(batch, index, backend, filter_mode, fixed_e, reads_path, counters, dump=None):
@@ -150,7 +155,7 @@ def open_mapping(opts):
     t = time.perf_counter()
     index = open_index(opts.reference, opts.ws, opts.index_dir)
     backend = get_backend(opts.device)
-    backend.load(index)
+    backend.load(index, opts.gpu_memory)
     filter_mode = FILTER_MODES[opts.filter]
     devices = dict(backend.devices, filter=backend.name if filter_mode else "none")
     counters = Counters(stages=", ".join(f"{stage}: {devices[stage]}" for stage in ("seed", "filter", "verify")))

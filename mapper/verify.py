@@ -12,6 +12,7 @@ Output: `Mappings` (row, contig, start, end, edits): every end position in each 
 within e of each other are one locus, reported once as its mapping with the fewest edits, then the
 leftmost start; a read's loci are ordered by edits, contig, start, forward before reverse.
 """
+import math
 from dataclasses import dataclass, fields
 
 import edlib
@@ -33,6 +34,11 @@ class Mappings:
 
     def take(self, index):
         return Mappings(*(getattr(self, f.name)[index] for f in fields(self)))
+
+    @classmethod
+    def concat(cls, parts):
+        """One Mappings of several (at least one), in the given order."""
+        return cls(*(np.concatenate([getattr(m, f.name) for m in parts]) for f in fields(cls)))
 
 
 def verify(rows, cands, reference):
@@ -56,19 +62,35 @@ def verify(rows, cands, reference):
 
 
 def select_loci(rows, maps):
-    """One mapping per locus, in report order (read, then edits, contig, start, strand)."""
+    """One mapping per locus, in report order (read, then edits, contig, start, strand).
+
+    Global coordinates order contigs as the contig table does and a mapping lies inside its contig, so
+    ordering by end (or start) also orders by contig: the sorts need no contig key."""
     if not len(maps):
         return maps
     read, strand = rows.read_of(maps.row), rows.strand_of(maps.row)
-    order = np.lexsort((maps.end, maps.contig, strand, read))
+    order = _sort_order(read, strand, maps.end)
     maps, read, strand = maps.take(order), read[order], strand[order]
     new = np.ones(len(maps), dtype=bool)
     new[1:] = ((read[1:] != read[:-1]) | (strand[1:] != strand[:-1]) | (maps.contig[1:] != maps.contig[:-1])
                | (maps.end[1:] - maps.end[:-1] > rows.e[maps.row[1:]]))
+    # each locus' first mapping (in this order) with the fewest edits, then the leftmost start
     locus = np.cumsum(new) - 1
-    best = np.lexsort((maps.start, maps.edits, locus))
-    first_of_locus = np.ones(len(best), dtype=bool)
-    first_of_locus[1:] = locus[best[1:]] != locus[best[:-1]]
-    keep = best[first_of_locus]
+    rank = maps.edits * (int(maps.start.max()) + 1) + maps.start
+    candidate = np.flatnonzero(rank == np.minimum.reduceat(rank, np.flatnonzero(new))[locus])
+    keep = candidate[np.r_[True, locus[candidate[1:]] != locus[candidate[:-1]]]]
     maps, read, strand = maps.take(keep), read[keep], strand[keep]
-    return maps.take(np.lexsort((strand, maps.start, maps.contig, maps.edits, read)))
+    return maps.take(_sort_order(read, maps.edits, maps.start, strand))
+
+
+def _sort_order(*keys):
+    """Stable order by `keys` (non-negative int arrays, most significant first): one argsort of the keys
+    packed into int64 where their ranges fit (all but huge batches on a huge genome), else lexsort, which
+    sorts once per key."""
+    bounds = [int(key.max()) + 1 for key in keys]
+    if math.prod(bounds) >= 1 << 63:
+        return np.lexsort(keys[::-1])
+    packed = keys[0].astype(np.int64)
+    for key, bound in zip(keys[1:], bounds[1:]):
+        packed = packed * bound + key
+    return np.argsort(packed, kind="stable")

@@ -3,14 +3,17 @@
 (contigs of 100 Mbp, uniform A/C/G/T, fixed seed) is indexed on the GPU (`gkmap index --device cuda`)
 and mapped against with --device cuda, every number measured in this run.
 
-    scripts/bench_scale.py [--gbp 3.1] [--reads 100000] [--length 100] [-e 5] [--work DIR]
+    scripts/bench_scale.py [--gbp 3.1] [--reads 100000] [--length 100] [-e 5] [--work DIR] [--gpu-memory 8G ...]
 
 Prints: FASTA write time, index build time (total, and the GPU build of the arrays), peak GPU memory used
 during the build and during mapping (NVML, sampled every 50 ms), mapping reads/s end to end, and the run
-summary. Reads are sampled uniformly from the genome (half reverse-complemented, 1 % substitutions; no
+summary; with --gpu-memory, the same reads mapped again with the index cut into parts to fit each budget
+(mapper/backends/index_parts.py), with the same numbers and a check that the SAM is the one-part run's.
+Reads are sampled uniformly from the genome (half reverse-complemented, 1 % substitutions; no
 indels: the point is scale, not sensitivity), so every read has its true locus within e.
 """
 import argparse
+import itertools
 import logging
 import sys
 import tempfile
@@ -22,7 +25,7 @@ import numpy as np
 
 from mapper.alphabet import COMPLEMENT, READ_ASCII
 from mapper.index import build_index
-from mapper.options import MapOptions
+from mapper.options import MapOptions, parse_size
 from mapper.pipeline import map_reads
 
 CONTIG = 100_000_000
@@ -92,6 +95,13 @@ def write_reads(path, codes, n, length, rng):
     return len(reads)
 
 
+def same_sam(a, b):
+    """Whether two SAM files are equal but for the @PG line."""
+    with open(a) as fa, open(b) as fb:
+        lines = lambda f: (line for line in f if not line.startswith("@PG"))
+        return all(x == y for x, y in itertools.zip_longest(lines(fa), lines(fb)))
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--gbp", type=float, default=3.1)
@@ -99,6 +109,8 @@ def main():
     p.add_argument("--length", type=int, default=100)
     p.add_argument("-e", type=int, default=5)
     p.add_argument("--work", help="folder for the genome, index and reads (default: a temporary folder)")
+    p.add_argument("--gpu-memory", nargs="*", default=[], metavar="SIZE",
+                   help="also map within these device memory budgets (the index in parts), e.g. 8G")
     args = p.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(message)s")  # build_index logs its own timing
     rng = np.random.default_rng(11)
@@ -117,12 +129,16 @@ def main():
         print(f"index (--device cuda): {build_s:.1f} s in all, {len(index.positions):,} positions, "
               f"peak GPU memory {build_memory}", flush=True)
         del index
-        opts = MapOptions(str(genome), str(reads), e=args.e, device="cuda", index_dir=str(work / "idx"),
-                          output=str(work / "out.sam"), quiet=True)
-        with GpuMemory() as map_memory:
-            counters = map_reads(opts)
-        print(f"map: {counters.reads / counters.seconds:,.0f} reads/s end to end, peak GPU memory {map_memory}")
-        print(counters.summary())
+        for budget in [None] + args.gpu_memory:
+            sam = work / f"out.{budget}.sam"
+            opts = MapOptions(str(genome), str(reads), e=args.e, device="cuda", index_dir=str(work / "idx"),
+                              output=str(sam), quiet=True, gpu_memory=parse_size(budget) if budget else None)
+            with GpuMemory() as map_memory:
+                counters = map_reads(opts)
+            same = "" if budget is None else f", SAM {'==' if same_sam(work / 'out.None.sam', sam) else '!='} one-part SAM"
+            print(f"map (--gpu-memory {budget or 'default'}): {counters.reads / counters.seconds:,.0f} reads/s end to end, "
+                  f"peak GPU memory {map_memory}{same}", flush=True)
+            print(counters.summary(), flush=True)
 
 
 if __name__ == "__main__":

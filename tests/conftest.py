@@ -96,3 +96,30 @@ def shigella_fastq(tmp_path_factory, shared):
     with gzip.open(READS / "shigella_dysenteriae_ERR6005894_R1.fastq.gz", "rb") as src, open(out, "wb") as dst:
         shutil.copyfileobj(src, dst)
     return out
+
+
+@pytest.fixture(scope="session")
+def cut_measles(tmp_path_factory, shared):
+    """(FASTA, FASTQ): the first 6 kb of the measles genome cut into 41 contigs of 30 bp and more, plus three
+    copies of some (equal diagonals on different contigs), and 400 reads of 100 bp with 1 % substitutions
+    drawn from the concatenation, so that many cross a cut: inputs where contig bounds matter."""
+    import numpy as np
+    from mapper.alphabet import BASES
+    from mapper.reference import read_fasta
+    folder = tmp_path_factory.mktemp("cut")
+    rng = np.random.default_rng(5)
+    codes = read_fasta(MEASLES, folder / "m.fai").codes[:6000]
+    cuts = np.sort(rng.choice(np.arange(30, len(codes) - 30), 40, replace=False))
+    pieces = np.split(codes, cuts)
+    pieces += [pieces[3], pieces[7], pieces[7][5:]]  # repeated contigs
+    letters = np.frombuffer(BASES.encode(), dtype=np.uint8)
+    fasta = folder / "cut.fa"
+    fasta.write_text("".join(f">c{i}\n{letters[p].tobytes().decode()}\n" for i, p in enumerate(pieces)))
+    whole = np.concatenate(pieces)
+    starts = rng.integers(0, len(whole) - 100, 400)
+    reads = whole[starts[:, None] + np.arange(100)]
+    flip = rng.random(reads.shape) < 0.01
+    reads[flip] = (reads[flip] + 1) % 4
+    fastq = folder / "r.fq"
+    fastq.write_text("".join(f"@r{i}\n{letters[r].tobytes().decode()}\n+\n{'I' * 100}\n" for i, r in enumerate(reads)))
+    return fasta, fastq

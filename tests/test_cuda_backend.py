@@ -174,28 +174,12 @@ def test_windows_with_many_optimal_ends(backend, tmp_path):
         assert np.array_equal(getattr(got, f), getattr(want, f)), f
 
 
-def test_gpu_seeding_equals_numpy_across_many_contigs(backend, tmp_path):
+def test_gpu_seeding_equals_numpy_across_many_contigs(backend, tmp_path, cut_measles):
     """seed.cu places each hit by comparing (contig, diagonal) keys through contig bounds: a genome cut into
     many short contigs, some of them copies (equal diagonals on different contigs, diagonals before a
     contig's start), with reads drawn across the cuts, must still give the numpy seeder's candidates."""
-    from mapper.alphabet import BASES
     from mapper.index import build_index
-    from mapper.reference import read_fasta
-    rng = np.random.default_rng(5)
-    codes = read_fasta(MEASLES, tmp_path / "m.fai").codes[:6000]
-    cuts = np.sort(rng.choice(np.arange(30, len(codes) - 30), 40, replace=False))
-    pieces = np.split(codes, cuts)
-    pieces += [pieces[3], pieces[7], pieces[7][5:]]  # repeated contigs
-    letters = np.frombuffer(BASES.encode(), dtype=np.uint8)
-    fasta = tmp_path / "cut.fa"
-    fasta.write_text("".join(f">c{i}\n{letters[p].tobytes().decode()}\n" for i, p in enumerate(pieces)))
-    whole = np.concatenate(pieces)
-    starts = rng.integers(0, len(whole) - 100, 400)
-    reads = whole[starts[:, None] + np.arange(100)]
-    flip = rng.random(reads.shape) < 0.01
-    reads[flip] = (reads[flip] + 1) % 4
-    fastq = tmp_path / "r.fq"
-    fastq.write_text("".join(f"@r{i}\n{letters[r].tobytes().decode()}\n+\n{'I' * 100}\n" for i, r in enumerate(reads)))
+    fasta, fastq = cut_measles
     index = build_index(fasta, 10, tmp_path / "idx")
     batch, rows = batch_rows(fastq, 400, 4)
     want, want_stats = seed(rows, index)

@@ -18,9 +18,15 @@ class Backend(abc.ABC):
         """Where each stage runs ({"seed": "cpu", "verify": "cuda"}, ...): printed in the run summary."""
         return {"seed": self.name, "verify": self.name}
 
-    def load(self, index):
+    def load(self, index, memory=None):
         """Make the index resident where the backend works, once per run, before the first batch (the cuda
-        backend uploads it; the cpu backend maps it from disk as it goes)."""
+        backend uploads it, within `memory` bytes of device memory if given; the cpu backend maps it from
+        disk as it goes)."""
+
+    def index_parts(self, index, rows):
+        """Iterate once per part of the index the stages must run against for `rows` (one part, the whole
+        index, unless the cuda backend maps a reference too big for its device in parts)."""
+        yield index
 
     @abc.abstractmethod
     def seed(self, rows, index):

@@ -129,6 +129,24 @@ def memset(buffer, value, nbytes):
     driver().memset_d8(buffer, value, nbytes)
 
 
+def copy_into(buffer, array):
+    """Copy a host array to the start of an existing device buffer (big enough)."""
+    array = np.ascontiguousarray(array)
+    if array.nbytes:
+        driver().memcpy_htod(buffer, array)
+
+
+def shifted(buffer, by):
+    """A kernel pointer argument p with p[i] = buffer[i - by] (bytes): global reference positions index a
+    buffer holding the bases from position `by` on (an index part's). Only positions >= by are read."""
+    return np.intp(int(buffer) - int(by))
+
+
+def free_memory():
+    """Bytes of device memory free now (cuMemGetInfo)."""
+    return driver().mem_get_info()[0]
+
+
 def from_device(buffer, shape, dtype):
     return driver().from_device(buffer, shape, np.dtype(dtype))
 

@@ -10,10 +10,11 @@ with more than MAX_ENDS optimal ends (long tandem repeats) is redone on the host
 pycuda is imported here and in mapper/backends/cuda.py only, and only when the cuda backend is asked for.
 """
 import functools
+import logging
 
 import numpy as np
 
-from mapper.backends import cuda
+from mapper.backends import cuda, index_parts
 from mapper.backends.base import Backend
 from mapper.filters import windows
 from mapper.filters._gpu import improved_defines
@@ -24,6 +25,11 @@ MAX_ENDS = 8
 COLUMNS = (np.int32, np.int32, np.int64, np.int64)  # device candidates: row, contig, lo, hi
 BAND_CAPACITY = 1 << 25  # hits (band slots) per seeding launch; rows are launched in chunks that fit
 SEED_GROUP = 32  # threads per chosen k-mer labelling its hits (seed.cu seed_hit_kmers)
+RESERVE = 4 << 30  # device memory kept for a batch's buffers when --gpu-memory does not say how much to use
+MARGIN = 4096  # bases of the neighbouring contigs an index part holds on either side (index_parts.py)
+WHOLE = (0, 1 << 62)  # the core range of the one-part index: every position
+
+log = logging.getLogger("gkmap")
 
 
 class CudaBackend(Backend):
@@ -36,6 +42,11 @@ class CudaBackend(Backend):
         self._index_of = None
         self._rows = None
         self._rows_of = None
+        self._parts = None    # index_parts.IndexPart list when the index is mapped in parts, else None
+        self._margin = MARGIN
+        self._lists = {}      # part -> its host (offsets, positions), cut out once
+        self._part_buffers = None
+        self._active = None   # (part, its device offsets, positions, genome pointer) during index_parts
 
     def _resident_index(self, index):
         """(offsets, positions, contig starts, contig ends) in device memory, uploaded once per run."""
@@ -48,16 +59,64 @@ class CudaBackend(Backend):
             self._index_of = index
         return self._index
 
-    def load(self, index):
+    def load(self, index, memory=None):
         """The index and the reference codes to device memory (and the CUDA context made) before the first
-        batch."""
-        self._resident_index(index)
-        self._resident_genome(index.reference)
+        batch; in parts (index_parts.py) when they need more than `memory` bytes (default: the free
+        device memory less RESERVE)."""
+        budget = memory if memory is not None else cuda.free_memory() - RESERVE
+        need = index_parts.device_bytes(index)
+        if need <= budget:
+            self._resident_index(index)
+            self._resident_genome(index.reference)
+            return
+        self._plan(index, budget, self._margin)
+        offsets = cuda.to_device(np.array(index.offsets))
+        ref = index.reference
+        self._index = (offsets, None, cuda.to_device(ref.starts.astype(np.int64)), cuda.to_device(ref.ends.astype(np.int64)))
+        self._index_of = index
+        log.info("the index and reference need %s of device memory and %s may be used (--gpu-memory): the "
+                 "reference is mapped in %d parts of whole contigs, each uploaded for every batch (a larger "
+                 "--batch-size spreads the uploads over more reads)", index_parts.size_text(need),
+                 index_parts.size_text(budget), len(self._parts))
+
+    def _plan(self, index, budget, margin):
+        self._parts = index_parts.plan(index.reference, budget, index.offsets.nbytes, margin)
+        self._budget, self._margin, self._lists = budget, margin, {}
+        largest = max(part.bases for part in self._parts)
+        self._part_buffers = (cuda.empty(index.offsets.nbytes), cuda.empty(index_parts.POSITION_BYTES * largest),
+                              cuda.empty(largest))
+
+    def index_parts(self, index, rows):
+        """Each part of the index made current in turn, its lists and bases uploaded (see load); once, with
+        nothing to do, when the whole index is resident."""
+        if self._parts is None:
+            yield index
+            return
+        reach = int(rows.length.max()) + int(rows.e.max()) + index.ws
+        if reach > self._margin:  # reads longer than the margins cover: wider margins, parts cut again
+            self._plan(index, self._budget, 2 * reach)
+        offsets_buf, positions_buf, genome_buf = self._part_buffers
+        try:
+            for part in self._parts:
+                if part not in self._lists:
+                    self._lists[part] = index_parts.part_lists(index.offsets, index.positions, part)
+                offsets, positions = self._lists[part]
+                cuda.copy_into(offsets_buf, offsets)
+                cuda.copy_into(positions_buf, positions)
+                cuda.copy_into(genome_buf, index.reference.codes[part.pos_lo:part.pos_hi])
+                self._active = (part, offsets_buf, positions_buf, cuda.shifted(genome_buf, part.pos_lo))
+                yield part
+        finally:
+            self._active = None
 
     def seed(self, rows, index):
         """kernels/seed.cu on every strand row: the numpy seeder's candidates and counts, left on the GPU
         (DeviceCandidates) for the verifier; they reach the host only when a host stage asks for them."""
         offsets, positions, contig_starts, _ = self._resident_index(index)
+        list_offsets, core, first_part = offsets, WHOLE, True
+        if self._active is not None:
+            part, list_offsets, positions, _ = self._active
+            core, first_part = (part.lo, part.hi), part == self._parts[0]
         n_contigs = len(index.reference.starts)
         defines = dict(WS=index.ws, SEED_GROUP=SEED_GROUP,
                        OFFSET_T="unsigned int" if index.offsets.dtype == np.uint32 else "unsigned long long")
@@ -72,10 +131,11 @@ class CudaBackend(Backend):
         kmer_row, kmer_hit = cuda.scratch(4 * n_kmers), cuda.scratch(8 * n_kmers)
         row_hits, row_seeds = cuda.scratch(8 * n_rows), cuda.scratch(4 * n_rows)
         cuda.launch(kernel("seed_select"), n_rows, dev.codes, dev.start, d_nk, d_kfirst, dev.e, np.int32(n_rows),
-                    offsets, key, size, flags, kmer_row, kmer_hit, row_hits, row_seeds)
+                    offsets, list_offsets, key, size, flags, kmer_row, kmer_hit, row_hits, row_seeds)
         hits = cuda.from_device(row_hits, (n_rows,), np.int64)
-        stats = SeedStats(kmers=n_kmers, hits=int(hits.sum()),
-                          seeds=int(cuda.from_device(row_seeds, (n_rows,), np.int32).sum()))
+        # the counts of a run in parts add up to the one-part run's: k-mers and seeds once, hits per core
+        stats = SeedStats(kmers=n_kmers if first_part else 0, hits=int(hits.sum()),
+                          seeds=int(cuda.from_device(row_seeds, (n_rows,), np.int32).sum()) if first_part else 0)
         parts = []
         for begin, end in _chunks(hits, BAND_CAPACITY):
             count = end - begin
@@ -90,13 +150,15 @@ class CudaBackend(Backend):
                         d_slot, np.int32(begin), np.int64(k_begin), np.int64(k_end - k_begin), hit_kmer)
             diag_contig, diag_value, diag_flags = cuda.scratch(4 * capacity), cuda.scratch(8 * capacity), cuda.scratch(capacity)
             cuda.launch(kernel("seed_place"), capacity, key, flags, kmer_row, kmer_hit, hit_kmer, d_nk, d_kfirst,
-                        dev.e, d_slot, np.int32(begin), np.int64(k_begin), np.int64(capacity), offsets, positions,
-                        contig_starts, np.int32(n_contigs), diag_contig, diag_value, diag_flags)
+                        dev.e, d_slot, np.int32(begin), np.int64(k_begin), np.int64(capacity), list_offsets,
+                        positions, np.int64(core[0]), np.int64(core[1]), contig_starts, np.int32(n_contigs),
+                        diag_contig, diag_value, diag_flags)
             band_contig, band_lo, band_hi = cuda.scratch(4 * capacity), cuda.scratch(8 * capacity), cuda.scratch(8 * capacity)
-            n_diag, n_adj, n_band = cuda.scratch(4 * count), cuda.scratch(4 * count), cuda.scratch(4 * count)
+            n_diag, n_adj, n_band, n_margin = (cuda.scratch(4 * count) for _ in range(4))
             cuda.launch(kernel("seed_bands"), count, dev.e, d_slot, *rows_args, diag_contig, diag_value, diag_flags,
-                        band_contig, band_lo, band_hi, n_diag, n_adj, n_band)
+                        band_contig, band_lo, band_hi, n_diag, n_adj, n_band, n_margin)
             bands = cuda.from_device(n_band, (count,), np.int32).astype(np.int64)
+            stats.hits -= int(cuda.from_device(n_margin, (count,), np.int32).sum())
             stats.diagonals += int(cuda.from_device(n_diag, (count,), np.int32).sum())
             stats.adjacent += int(cuda.from_device(n_adj, (count,), np.int32).sum())
             total = int(bands.sum())
@@ -111,7 +173,10 @@ class CudaBackend(Backend):
         return cands, stats
 
     def _resident_genome(self, reference):
-        """The reference codes in device memory, uploaded once per run (a plain allocation)."""
+        """The reference codes in device memory, uploaded once per run (a plain allocation); while an index
+        part is current, a pointer to its bases that global positions index."""
+        if self._active is not None:
+            return self._active[3]
         if self._genome_of is not reference:
             self._genome = cuda.to_device(reference.codes)
             self._genome_of = reference
@@ -205,8 +270,7 @@ class CudaBackend(Backend):
                  for part in cands.parts]
         if not found:
             return host_verify(rows, cands.host, reference)
-        return Mappings(*(np.concatenate([getattr(m, f) for m in found])
-                          for f in ("row", "contig", "start", "end", "edits")))
+        return Mappings.concat(found)
 
     def _resident_index_of_reference(self, reference):
         """The contig table on the device: the run's index when it holds this reference, else uploaded."""
@@ -241,9 +305,7 @@ class CudaBackend(Backend):
         redo_at = np.sort(cuda.from_device(over, (n_over,), np.int64))
         redo = Candidates(*(_take(buf, n, redo_at, dtype=dtype).astype(np.int64)
                             for buf, dtype in zip((row, contig, lo, hi), COLUMNS)))
-        host = host_verify(rows, redo, reference)
-        return Mappings(*(np.concatenate([getattr(maps, f), getattr(host, f)])
-                          for f in ("row", "contig", "start", "end", "edits")))
+        return Mappings.concat([maps, host_verify(rows, redo, reference)])
 
 
 class DeviceRows:

@@ -3,7 +3,7 @@ import shlex
 import sys
 
 from mapper.errors import UsageError
-from mapper.options import DEVICES, FILTERS, INDEX_KINDS, LOOKUPS, MapOptions
+from mapper.options import DEVICES, FILTERS, INDEX_KINDS, LOOKUPS, MapOptions, parse_size
 from mapper.pipeline import map_reads
 
 HELP = "map reads to every locus within e edits (SAM output)"
@@ -22,6 +22,10 @@ def add_arguments(parser):
     g.add_argument("--device", choices=DEVICES, default=d.device, help="backend")
     g.add_argument("--index", metavar="DIR", default=d.index_dir, help="index folder")
     g.add_argument("--batch-size", type=int, default=d.batch_size, help="reads per batch")
+    g.add_argument("--gpu-memory", metavar="SIZE", default=None,
+                   help="device memory the index and reference may take, e.g. 12G (default: what the GPU has free "
+                        "less 4G for the batches); a bigger index is mapped in parts of whole contigs, with the same "
+                        "output (cuda backend)")
     g.add_argument("-t", "--threads", type=int, default=d.threads, metavar="N",
                    help="host processes turning loci into SAM records (default: every core but one, at most 16); "
                         "with --gpus/--local-cluster/--scheduler, per worker (default 1: in the worker's task)")
@@ -76,7 +80,8 @@ def run(args):
         paired=args.paired, min_insert=args.min, max_insert=args.max, max_oea=args.maxoea, max_dis=args.maxdis,
         e=args.e, ws=args.ws, filter=args.filter,
         device=args.device, output=args.output, unmapped=args.unmapped, dump_candidates=args.dump_candidates, best=args.best,
-        max_records=args.n, index_dir=args.index, batch_size=args.batch_size, threads=args.threads, quiet=args.quiet,
+        max_records=args.n, index_dir=args.index, batch_size=args.batch_size,
+        gpu_memory=parse_size(args.gpu_memory) if args.gpu_memory else None, threads=args.threads, quiet=args.quiet,
         gpus=int(args.gpus) if args.gpus and args.gpus.isdigit() else args.gpus, scheduler=args.scheduler,
         local_cluster=args.local_cluster, chunk_reads=args.chunk_reads, index_kind=args.index_kind,
         seed_len=args.seed_len, nb_len=args.nb_len, spaced=args.spaced, nb_errors=args.nb_errors, step=args.step,

@@ -1,0 +1,100 @@
+"""Index parts: how the cuda backend maps against a reference whose k-mer index does not fit the GPU.
+
+mrFAST cuts a large reference into chunks and maps every read against each chunk in turn; the cuda backend
+does the same with parts of whole contigs when the index (positions and bucket offsets) and the reference
+codes need more device memory than gkmap may use (`--gpu-memory`, default: what the GPU has free less a
+reserve for the batches). Every batch then runs seeding, filter and verification once per part, the part's
+arrays uploaded into the same device buffers, and the batch's mappings are gathered over the parts before
+loci are chosen. The SAM is the one-part run's, byte for byte, because:
+- k-mer selection ranks bucket sizes of the whole genome: the whole index's offsets stay resident
+  (4**ws + 1 words), only positions are cut;
+- a part holds, per bucket, the positions of its contigs plus a margin of `margin` bases on either side:
+  the adjacency filter of a diagonal near a contig end looks for k-mers up to a read length + e away, which
+  may lie in a neighbouring contig. Margin hits take part in ordering a row's hits but never become
+  candidates (kernels/seed.cu seed_place), and each core position belongs to exactly one part;
+- a candidate window never leaves its contig, so the part's own bases are all that filter and verifier read.
+Each part's uploads cost time per batch: a larger `--batch-size` spreads them over more reads.
+"""
+from dataclasses import dataclass
+
+import numpy as np
+
+from mapper.errors import UsageError
+
+POSITION_BYTES = 4  # uint32 positions
+BLOCK = 1 << 26     # positions scanned at a time when a part's lists are cut out (bounds host memory;
+                    # int32 counts within a block)
+
+
+@dataclass(frozen=True)
+class IndexPart:
+    """Contigs [first, end) of the reference: core positions [lo, hi), with margins [pos_lo, pos_hi)."""
+    first: int
+    end: int
+    lo: int
+    hi: int
+    pos_lo: int
+    pos_hi: int
+
+    @property
+    def bases(self):
+        return self.pos_hi - self.pos_lo
+
+
+def size_text(n):
+    """Bytes as GiB, or MiB below one GiB."""
+    return f"{n / 2**30:.2f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB"
+
+
+def device_bytes(index):
+    """Device memory of the whole index resident in one piece: offsets, positions and reference codes."""
+    return index.offsets.nbytes + index.positions.nbytes + len(index.reference.codes)
+
+
+def plan(reference, budget, offsets_bytes, margin):
+    """The parts of `reference` (contig table: starts, lengths) for a device budget of `budget` bytes, of which
+    two offsets arrays (the whole index's and the part's, `offsets_bytes` each) are spoken for. A part's
+    cost is bounded by POSITION_BYTES + 1 per base of its span with margins (there are never more positions
+    than bases). Contigs are taken in order while the part fits; a contig too big alone is a UsageError."""
+    per_part = budget - 2 * offsets_bytes
+    starts, ends = reference.starts.astype(np.int64), (reference.starts + reference.lengths).astype(np.int64)
+    total = int(ends[-1]) if len(ends) else 0
+    span = lambda lo, hi: min(hi + margin, total) - max(lo - margin, 0)
+    parts, first = [], 0
+    while first < len(starts):
+        end = first + 1
+        if span(starts[first], ends[first]) * (POSITION_BYTES + 1) > per_part:
+            need = span(starts[first], ends[first]) * (POSITION_BYTES + 1) + 2 * offsets_bytes
+            raise UsageError(f"contig {reference.names[first]} alone needs {size_text(need)} of device memory for its "
+                             f"part of the index; {size_text(budget)} may be used (--gpu-memory)")
+        while end < len(starts) and span(starts[first], ends[end]) * (POSITION_BYTES + 1) <= per_part:
+            end += 1
+        lo, hi = int(starts[first]), int(ends[end - 1])
+        parts.append(IndexPart(first, end, lo, hi, max(lo - margin, 0), min(hi + margin, total)))
+        first = end
+    return parts
+
+
+def part_lists(offsets, positions, part):
+    """(offsets, positions) of one part: every bucket's positions within [part.pos_lo, part.pos_hi), in the
+    index's order, and the bucket bounds into them (same dtype as `offsets`). The positions are scanned in
+    blocks, so the host never holds more than a block's temporaries beside the result."""
+    offsets = np.asarray(offsets)
+    n_positions = len(positions)
+    local = np.empty(len(offsets), dtype=offsets.dtype)
+    kept, running = [], 0
+    before = np.empty(min(BLOCK, n_positions) + 1, dtype=np.int32)  # kept positions before each of a block's
+    before[0] = 0
+    for b0 in range(0, n_positions, BLOCK):
+        b1 = min(b0 + BLOCK, n_positions)
+        block = np.asarray(positions[b0:b1])
+        inside = block >= part.pos_lo
+        inside &= block < part.pos_hi
+        np.cumsum(inside, dtype=np.int32, out=before[1:b1 - b0 + 1])
+        # buckets starting in this block (bounds of the offsets' own dtype: no converted copy of them)
+        i0, i1 = np.searchsorted(offsets, np.array([b0, b1], dtype=offsets.dtype), side="left")
+        local[i0:i1] = running + before[offsets[i0:i1].astype(np.int64) - b0]
+        running += int(before[b1 - b0])
+        kept.append(block[inside])
+    local[np.searchsorted(offsets, offsets.dtype.type(n_positions), side="left"):] = running  # buckets at the end
+    return local, (np.concatenate(kept) if kept else np.zeros(0, dtype=np.uint32))
