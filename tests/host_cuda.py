@@ -97,8 +97,11 @@ scratch, scratch_copy = empty, to_device  # the device's pooled buffers: plain a
 
 
 def copy_into(buffer, array):
-    data = np.ascontiguousarray(array).view(np.uint8).reshape(-1)
+    data = np.ascontiguousarray(array).reshape(-1).view(np.uint8)
     buffer[:len(data)] = data
+
+
+upload = to_device
 
 
 def shifted(buffer, by):

@@ -52,9 +52,7 @@ class CudaBackend(Backend):
         """(offsets, positions, contig starts, contig ends) in device memory, uploaded once per run."""
         if self._index_of is not index:
             ref = index.reference
-            # copied out of the memory map first: the driver's own copy faulting the mapped pages in one by
-            # one took a second for chr20's index
-            self._index = (cuda.to_device(np.array(index.offsets)), cuda.to_device(np.array(index.positions)),
+            self._index = (cuda.upload(index.offsets), cuda.upload(index.positions),
                            cuda.to_device(ref.starts.astype(np.int64)), cuda.to_device(ref.ends.astype(np.int64)))
             self._index_of = index
         return self._index
@@ -70,7 +68,7 @@ class CudaBackend(Backend):
             self._resident_genome(index.reference)
             return
         self._plan(index, budget, self._margin)
-        offsets = cuda.to_device(np.array(index.offsets))
+        offsets = cuda.upload(index.offsets)
         ref = index.reference
         self._index = (offsets, None, cuda.to_device(ref.starts.astype(np.int64)), cuda.to_device(ref.ends.astype(np.int64)))
         self._index_of = index
@@ -178,7 +176,7 @@ class CudaBackend(Backend):
         if self._active is not None:
             return self._active[3]
         if self._genome_of is not reference:
-            self._genome = cuda.to_device(reference.codes)
+            self._genome = cuda.upload(reference.codes)
             self._genome_of = reference
         return self._genome
 
