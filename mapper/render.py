@@ -175,9 +175,29 @@ def _read_batch(path, layout, first):
         offset, dtype, count = layout[name]
         return data[offset:offset + count * np.dtype(dtype).itemsize].view(dtype)
 
-    names = get("names").tobytes().decode().split("\n")
-    batch = ReadBatch(names, get("seq"), get("qual"), get("starts"), first)
+    batch = ReadBatch(_Names(get("names")), get("seq"), get("qual"), get("starts"), first)
     return batch, get("e"), Mappings(*(get(f) for f in _MAP_FIELDS))
+
+
+class _Names:
+    """A batch file's read names ('\n'-joined bytes) as a sequence whose slices are decoded when asked for:
+    each job needs only its own reads' names, and decoding the whole batch's in every job cost about a
+    tenth of the render time."""
+
+    def __init__(self, joined):
+        self._joined = joined
+        self._ends = np.flatnonzero(joined == 10)
+
+    def __len__(self):
+        return len(self._ends) + 1
+
+    def __getitem__(self, which):
+        a, b, _ = which.indices(len(self))
+        if a >= b:
+            return []
+        lo = int(self._ends[a - 1]) + 1 if a else 0
+        hi = int(self._ends[b - 1]) if b - 1 < len(self._ends) else len(self._joined)
+        return self._joined[lo:hi].tobytes().decode().split("\n")
 
 
 def _spill(text, folder, suffix):
