@@ -11,14 +11,23 @@ Two ways, one rule, both vectorised over a batch's mappings (no Python step per 
   for all such mappings at once in a band of diagonals |j - i| <= d (an alignment of cost d never leaves
   it), then traced back from the end preferring a diagonal step (match/mismatch), then an insertion, then
   a deletion. Its cost equals the verifier's d by the definition of the span (verify.py).
+
+The strings are spelled as bytes, not built from Python string pieces: each mapping's CIGAR (or MD) is a
+run of tokens, a decimal number and up to two letters (`spell`), and the tokens of all mappings are
+written into one buffer, a separator after each mapping, which is decoded and split once.
 """
 import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
 
 from mapper.alphabet import CODE_N, MD_ASCII
 
 _READ_N = 255  # a read's N in the gapped aligner: never equal to a reference code
-_M, _I, _D = 0, 1, 2
-_OP_CHAR = np.array(["M", "I", "D"], dtype=object)
+# One column of a gapped alignment, as the traceback records it; _NONE pads a row of columns on the
+# left (alignments have different lengths), _END closes it.
+_MATCH, _MISMATCH, _INS, _DEL, _NONE, _END = range(6)
+SEPARATOR = ord("\n")  # ends each text in a spelled buffer: in no CIGAR, MD or SAM field
+_CIGAR_OP = np.array([ord("M"), ord("M"), ord("I"), ord("D"), 0, SEPARATOR], dtype=np.uint8)  # by column kind
+_CARET = ord("^")
 
 
 def describe(rows, loci, reference):
@@ -36,22 +45,48 @@ def describe(rows, loci, reference):
     return cigars.tolist(), mds.tolist(), nms.tolist()
 
 
-def _join(pieces, owner, n):
-    """Per owner 0..n-1 (owner sorted ascending, every owner present): its pieces (object strings) joined."""
-    first = np.ones(len(owner), dtype=bool)
-    first[1:] = owner[1:] != owner[:-1]
-    out = np.empty(n, dtype=object)
-    out[owner[first]] = np.add.reduceat(pieces, np.flatnonzero(first))
-    return out
+def _windows(codes, starts, L):
+    """uint8 [len(starts), L]: codes[s:s + L] for each start s, gathered row by row (no [G, L] index array)."""
+    return sliding_window_view(codes, L)[starts]
+
+
+def spell(number, letters):
+    """The texts of a token stream, split at SEPARATOR: token t is the decimal `number[t]` (nothing where
+    negative) followed by the non-zero bytes of `letters[t]` (uint8 [T, k], zeros last); the last token's
+    letters end with SEPARATOR. Returns the list of texts."""
+    if not len(number):
+        return []
+    digits = (number >= 0).astype(np.int64)
+    power, top = 10, int(number.max())
+    while power <= top:
+        digits += number >= power
+        power *= 10
+    present = letters != 0
+    tail = present.sum(axis=1)
+    end = np.cumsum(digits + tail)
+    out = np.empty(int(end[-1]), dtype=np.uint8)
+    after = end - tail  # where each token's letters begin, its digits end
+    out[(after[:, None] + np.arange(letters.shape[1]))[present]] = letters[present]
+    has = digits > 0
+    at, value = after[has], number[has]
+    place = 1
+    while len(at):  # one pass per decimal place, least significant first
+        value, digit = np.divmod(value, 10)
+        out[at - place] = digit + 48
+        place += 1
+        more = value > 0
+        if not more.all():
+            at, value = at[more], value[more]
+    return out[:-1].tobytes().decode("ascii").split("\n")
 
 
 def _describe_gapped(rows, loci, reference, group, L, cigars, mds, nms):
     """CIGAR/MD/NM of the mappings `group` (reads of length L) by a banded global alignment (module doc),
     in chunks that keep the DP table under about DP_CELLS cells."""
-    chunk = max(64, DP_CELLS // ((L + 1) * (2 * int(loci.edits[group].max()) + 1)))
+    chunk = max(64, DP_CELLS // ((L + 1) * (2 * int(loci.edits[group].max()) + 2)))
     for begin in range(0, len(group), chunk):
         part = group[begin:begin + chunk]
-        read = rows.codes[rows.start[loci.row[part]][:, None] + np.arange(L)]
+        read = _windows(rows.codes, rows.start[loci.row[part]], L)
         cigars[part], mds[part], nms[part] = _align_global(read, reference.codes, loci.start[part],
                                                            loci.end[part], int(loci.edits[part].max()))
 
@@ -61,7 +96,8 @@ DP_CELLS = 8_000_000
 
 def _align_global(read, genome, start, end, K):
     """(cigars, mds, nms) of reads [G, L] aligned end to end to genome[start:end) (spans of length L - K ..
-    L + K, distance <= K). D[i, g, b] is the distance of read[:i] to span[:j] on diagonal j - i = b - K."""
+    L + K, distance <= K). D[i + 1, b, g] is the distance of read[:i] to span[:j] on diagonal
+    j - i = b - K; row 0 and column b = B of D are padding that no step of the traceback can take."""
     G, L = read.shape
     B = 2 * K + 1
     W = (end - start).astype(np.int64)
@@ -70,130 +106,141 @@ def _align_global(read, genome, start, end, K):
     # and band column b (j = i + b - K); outside the span: N. Arrays are [band or offset, mapping] so that
     # every numpy step runs along the mappings.
     cols = np.arange(L + 2 * K + 1) - (K + 1)
-    inside = (cols[:, None] >= 0) & (cols[:, None] < W[None, :])
-    refT = np.where(inside, genome[np.clip(start[None, :] + cols[:, None], 0, len(genome) - 1)], CODE_N)
-    refT = refT.astype(np.uint8)
+    refT = genome.take(start[None, :] + cols[:, None], mode="clip")
+    refT[(cols[:, None] < 0) | (cols[:, None] >= W[None, :])] = CODE_N
     readT = np.ascontiguousarray(read.T)
+    # 'unreachable' is a large value that a path adds at most L + 2K to: int16 for short reads (half the
+    # memory traffic of the DP), int32 beyond. The padding holds it too: a traceback step compares the
+    # current cell (at most K, being on an optimal path) with a neighbour plus 0 or 1, never true there.
+    dtype = np.int16 if L < 8000 else np.int32
+    unreachable = 1 << 14 if dtype == np.int16 else 1 << 30
+    # mis[i, b, g]: 1 where read letter i - 1 differs from span letter j - 1 (row 0: unused), in D's dtype
+    # (the DP adds it without a cast) and laid out as D less its first row, so that one flat index serves
+    # both in the traceback
+    mis = np.zeros((L + 1, B + 1, G), dtype=dtype)
+    np.not_equal(readT[:, None, :], sliding_window_view(refT, B, axis=0)[1:L + 1].transpose(0, 2, 1),
+                 out=mis[1:, :B])
     k = (np.arange(B) - K)[:, None]
     # No mask is needed after row 0: a cell left of column 0 only descends from such cells (infinite), and a
     # cell right of the span's end cannot lie on a path to the end (j never decreases along a path).
-    # 'unreachable' is a large value that a path adds at most L + 2K to: int16 for short reads (half the
-    # memory traffic of the DP), int32 beyond
-    dtype = np.int16 if L < 8000 else np.int32
-    unreachable = 1 << 14 if dtype == np.int16 else 1 << 30
-    D = np.empty((L + 1, B, G), dtype=dtype)
-    D[0] = np.where((k >= 0) & (k <= W[None, :]), np.maximum(k, 0), unreachable)
-    ins = np.full((B, G), unreachable, dtype=dtype)
-    kd = k.astype(dtype)
+    D = np.empty((L + 2, B + 1, G), dtype=dtype)
+    D[0] = unreachable
+    D[:, B] = unreachable
+    D[1, :B] = np.where((k >= 0) & (k <= W[None, :]), np.maximum(k, 0), unreachable)
+    step_in = np.empty((B, G), dtype=dtype)
     for i in range(1, L + 1):
-        best = D[i]
-        np.add(D[i - 1], readT[i - 1][None, :] != refT[i:i + B], out=best, dtype=dtype)
-        np.add(D[i - 1][1:], 1, out=ins[:-1])
-        np.minimum(best, ins, out=best)
-        best -= kd
-        np.minimum.accumulate(best, axis=0, out=best)                           # deletions: a prefix minimum
-        best += kd
+        best = D[i + 1, :B]
+        np.add(D[i, :B], mis[i, :B], out=best)
+        np.add(D[i, 1:], 1, out=step_in)                                        # insertions
+        np.minimum(best, step_in, out=best)
+        shift = 1
+        while shift < B:  # deletions: best[b] = min over c <= b of best[c] + (b - c), in doubling steps
+            np.add(best[:-shift], shift, out=step_in[shift:])
+            np.minimum(best[shift:], step_in[shift:], out=best[shift:])
+            shift *= 2
     g = np.arange(G)
     end_b = W - L + K
-    nms = D[L, end_b, g].astype(np.int64)
+    nms = D[L + 1, end_b, g].astype(np.int64)
 
-    # traceback from (L, end), all reads in lock step: diagonal, else insertion, else deletion
-    steps = L + K
-    ops = np.full((G, steps), -1, dtype=np.int8)
-    letter = np.zeros((G, steps), dtype=np.uint8)
-    mism = np.zeros((G, steps), dtype=bool)
-    i, b = np.full(G, L, dtype=np.int64), end_b.copy()
+    # traceback from (L, end), all reads in lock step: diagonal, else insertion, else deletion. `at` is the
+    # flat index of each read's cell in D; mis shares it shifted by one row, which is also the diagonal step.
+    row = (B + 1) * G
+    flat_d, flat_mis = D.ravel(), mis.ravel()
+    at = (L + 1) * row + end_b * G + g
+    done_at = row + K * G + g  # cell (0, K): the alignment's start
+    steps = L + K  # an alignment of cost <= K has at most L + K columns
+    ops = np.full((steps, G), _NONE, dtype=np.int8)  # ops[s]: each alignment's column s from its end
+    move = np.array([row, row, row - G, G, 0], dtype=np.int64)  # by op: _MATCH, _MISMATCH, _INS, _DEL, _NONE
     for step in range(steps):
-        live = (i > 0) | (b != K)
-        if not live.any():
-            break
-        here = D[i, b, g]
-        up = np.maximum(i - 1, 0)
-        t = refT[i + b, g]
-        mis = read[g, up] != t
-        diag = live & (i > 0) & (i + b - K > 0) & (here == D[up, b, g] + mis)
-        insert = live & ~diag & (i > 0) & (b + 1 < B) & (here == D[up, np.minimum(b + 1, B - 1), g] + 1)
-        delete = live & ~diag & ~insert
-        ops[:, step] = np.where(diag, _M, np.where(insert, _I, np.where(delete, _D, -1)))
-        letter[:, step] = t
-        mism[:, step] = diag & mis
-        i -= diag | insert
-        b += insert.astype(np.int64) - delete
-    owner, col = np.nonzero(ops[:, ::-1] >= 0)          # row-major: each read's ops in forward order
-    col = steps - 1 - col
-    op, ref_letter, mismatch = ops[owner, col], letter[owner, col], mism[owner, col]
-    return _cigar_strings(op, owner, G), _md_strings(op, owner, ref_letter, mismatch, G), nms
+        up = at - row
+        here = flat_d.take(at)
+        mismatch = flat_mis.take(up)
+        diag = flat_d.take(up) + mismatch == here
+        op = np.where(diag, mismatch, _DEL - (flat_d.take(up + G) + 1 == here))
+        if step >= L:  # only after L steps can a read have reached row 0
+            done = at == done_at
+            if done.all():
+                break
+            op[done] = _NONE
+        at -= move.take(op)
+        ops[steps - 1 - step] = op
+    columns = np.empty((G, steps + 1), dtype=np.int8)  # per read: padding, its columns in order, _END
+    columns[:, :steps] = ops.T
+    columns[:, steps] = _END
+    return (*_strings(columns, L, genome, start), nms)
 
 
-def _runs(op, owner):
-    """bool: op starts a run of equal ops within its read."""
-    start = np.ones(len(op), dtype=bool)
-    start[1:] = (owner[1:] != owner[:-1]) | (op[1:] != op[:-1])
-    return start
+def _strings(columns, L, genome, start):
+    """(cigars, mds) of the alignments in `columns` (_align_global), from their columns other than matches
+    (events) alone: the columns of a read's alignment are padding, then L + (its deletions) columns.
+    MD: before each mismatch (its reference letter) and each deletion run ('^' and its reference letters),
+    the number of matches since the previous one; then the trailing matches. Insertions leave no trace."""
+    G, width = columns.shape
+    owner, column = np.divmod(np.flatnonzero((columns != _MATCH) & (columns != _NONE)), width)
+    kind = columns[owner, column]
+    is_del, is_ins = kind == _DEL, kind == _INS
+    first = width - 1 - L - np.bincount(owner[is_del], minlength=G)  # each read's first column
+    # span position (0-based) of a mismatch or deletion (the span's length at _END): the columns before it
+    # in its alignment, less the insertions among them
+    inserted = np.cumsum(is_ins) - is_ins
+    row_start = np.flatnonzero(np.r_[True, owner[1:] != owner[:-1]])  # every read has an _END event
+    position = column - first[owner] - (inserted - inserted[row_start][owner])
+    same_read = np.r_[False, owner[1:] == owner[:-1]]
+    follows = same_read & (column == np.r_[-2, column[:-1]] + 1)    # right after the previous event
+    repeats = follows & (kind == np.r_[-1, kind[:-1]])                # ... and the same op
 
+    # CIGAR: per run of insertions or deletions, and at _END, the M run before it and then the run
+    c = np.flatnonzero(kind != _MISMATCH)
+    starts = np.flatnonzero(~repeats[c])                              # run starts, in c
+    run, run_length = c[starts], np.diff(np.append(starts, len(c)))
+    previous = c[np.maximum(starts - 1, 0)]                           # the last column of the run before
+    previous_end = np.where((starts > 0) & (owner[previous] == owner[run]), column[previous],
+                            first[owner[run]] - 1)
+    matches = column[run] - previous_end - 1
+    number = np.stack([np.where(matches > 0, matches, -1), np.where(kind[run] == _END, -1, run_length)], axis=1)
+    letters = np.stack([np.where(matches > 0, ord("M"), 0), _CIGAR_OP[kind[run]]], axis=1).astype(np.uint8)
+    cigars = spell(number.ravel(), letters.reshape(-1, 1))
 
-def _cigar_strings(op, owner, G):
-    starts = np.flatnonzero(_runs(op, owner))
-    run_len = np.diff(np.append(starts, len(op)))
-    tokens = np.strings.add(run_len.astype(str), _OP_CHAR[op[starts]].astype(str)).astype(object)
-    return _join(tokens, owner[starts], G)
-
-
-def _md_strings(op, owner, ref_letter, mismatch, G):
-    """MD: before each mismatch (its reference letter) and each deletion run ('^' and its reference
-    letters), the number of matches since the previous one; then the trailing matches. Insertions leave
-    no trace in MD."""
-    is_match = (op == _M) & ~mismatch
-    matches = np.cumsum(is_match)                       # matches up to and including each op
-    first = np.flatnonzero(np.r_[True, owner[1:] != owner[:-1]])
-    last = np.append(first[1:], len(op)) - 1
-    start_count = np.where(first > 0, matches[first - 1], 0)
-    run_start = _runs(op, owner)
-    del_start = (op == _D) & run_start
-    event = np.flatnonzero(((op == _M) & mismatch) | del_start)
-    ev_owner = owner[event]
-    ev_first = np.r_[True, ev_owner[1:] != ev_owner[:-1]]
-    before = matches[event] - np.where(ev_first, start_count[ev_owner], matches[np.roll(event, 1)])
-    letters = lambda positions: MD_ASCII[ref_letter[positions]].view("S1").astype(str).astype(object)
-    text = letters(event)
-    if del_start.any():
-        run_id = np.cumsum(del_start) - 1
-        deleted = np.flatnonzero(op == _D)
-        runs = _join(letters(deleted), run_id[deleted], int(del_start.sum()))
-        is_del = op[event] == _D
-        text[is_del] = "^" + runs[run_id[event[is_del]]]
-    md = np.full(G, "", dtype=object)
-    if len(event):
-        pieces = np.strings.add(before.astype(str), text.astype(str)).astype(object)
-        has = np.unique(ev_owner)
-        md[has] = _join(pieces, ev_owner, G)[has]
-    last_count = start_count.copy()
-    ev_last = np.r_[ev_owner[1:] != ev_owner[:-1], True] if len(event) else np.zeros(0, dtype=bool)
-    last_count[ev_owner[ev_last]] = matches[event[ev_last]]
-    return md + (matches[last] - last_count).astype(str).astype(object)
+    # MD, over mismatches, deletions and _END
+    m = np.flatnonzero(~is_ins)
+    kind, position, owner = kind[m], position[m], owner[m]
+    count = position - np.where(np.r_[True, owner[1:] != owner[:-1]], -1, np.r_[0, position[:-1]]) - 1
+    on_span = kind != _END
+    letter = np.zeros(len(m), dtype=np.uint8)
+    letter[on_span] = MD_ASCII[genome[start[owner[on_span]] + position[on_span]]]
+    deletion_start = (kind == _DEL) & ~repeats[m]
+    letters = np.zeros((len(m), 2), dtype=np.uint8)
+    letters[:, 0] = np.where(on_span, np.where(deletion_start, _CARET, letter), SEPARATOR)
+    letters[deletion_start, 1] = letter[deletion_start]
+    count[(kind == _DEL) & repeats[m]] = -1
+    return cigars, spell(count, letters)
 
 
 def _describe_ungapped(rows, loci, reference, group, L, cigars, mds, nms, done):
     """Fill in the mappings of `group` (reads of length L spanning L reference bases) whose Hamming distance
-    equals their edit count: their all-M alignment is optimal. MD is built for all of them at once: a token
-    "<matches before><reference base>" per mismatch, joined per mapping, then the trailing match count."""
-    offsets = np.arange(L)
-    read = rows.codes[rows.start[loci.row[group]][:, None] + offsets]
-    ref = reference.codes[loci.start[group][:, None] + offsets]
-    mismatch = (read != ref) | (read == CODE_N) | (ref == CODE_N)
-    hamming = mismatch.sum(axis=1)
+    equals their edit count: their all-M alignment is optimal. MD is spelled for all of them at once: a
+    token "<matches before><reference base>" per mismatch, then "<trailing matches>" per mapping."""
+    read = _windows(rows.codes, rows.start[loci.row[group]], L)
+    ref = _windows(reference.codes, loci.start[group], L)
+    mismatch = np.flatnonzero((read != ref) | (read == CODE_N))  # equal codes are a match unless N
+    hamming = np.bincount(mismatch // L, minlength=len(group))
     exact = hamming == loci.edits[group]
-    group, mismatch, ref, hamming = group[exact], mismatch[exact], ref[exact], hamming[exact]
-    owner, column = np.nonzero(mismatch)
-    first = np.ones(len(owner), dtype=bool)
-    first[1:] = owner[1:] != owner[:-1]
-    before = column - np.where(first, -1, np.roll(column, 1)) - 1
-    tokens = np.strings.add(before.astype(str), MD_ASCII[ref[owner, column]].view("S1").astype(str))
-    last = np.full(len(group), -1)
-    last[owner] = column  # nonzero is row-major: the last write per row is its last mismatch
-    md = (L - 1 - last).astype(str).astype(object)
-    with_mismatch = np.flatnonzero(hamming > 0)
-    if len(with_mismatch):
-        joined = np.add.reduceat(tokens.astype(object), np.flatnonzero(first))
-        md[with_mismatch] = joined + md[with_mismatch]
-    cigars[group], mds[group], nms[group], done[group] = f"{L}M", md, hamming, True
+    if not exact.any():
+        return
+    mismatch = mismatch[exact[mismatch // L]]
+    owner, column = np.divmod(mismatch, L)
+    renumber = np.cumsum(exact) - 1
+    owner, letter = renumber[owner], MD_ASCII[ref.ravel()[mismatch]]
+    group, hamming = group[exact], hamming[exact]
+    # the stream: each mapping's mismatches, then its end token (column L)
+    G, M = len(group), len(owner)
+    where_end = np.cumsum(np.bincount(owner, minlength=G)) + np.arange(G)
+    where_mismatch = np.arange(M) + owner
+    position = np.empty(M + G, dtype=np.int64)
+    letters = np.empty((M + G, 1), dtype=np.uint8)
+    position[where_mismatch], letters[where_mismatch, 0] = column, letter
+    position[where_end], letters[where_end, 0] = L, SEPARATOR
+    previous = np.empty_like(position)  # the previous token's column in the same mapping, else -1
+    previous[0] = -1
+    previous[1:] = np.where(letters[:-1, 0] == SEPARATOR, -1, position[:-1])
+    cigars[group], mds[group], nms[group], done[group] = f"{L}M", spell(position - previous - 1, letters), hamming, True

@@ -7,8 +7,10 @@ one unmapped record (FLAG 4). MAPQ is 60 for a read with one locus and 0 for a m
 The reverse strand's SEQ is reverse-complemented and its QUAL reversed, as the spec requires.
 """
 import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
 
 from mapper import __version__
+from mapper.align import SEPARATOR, spell
 from mapper.alphabet import COMPLEMENT_ASCII
 
 FLAG_UNMAPPED, FLAG_REVERSE, FLAG_SECONDARY = 4, 16, 256
@@ -33,33 +35,120 @@ def _texts(buffer, starts, reads, reverse):
 
 def batch_records(batch, reference, read, strand, loci, cigars, mds, nms, nh):
     """SAM lines of one batch. `read`/`strand` give each locus' read (batch index) and strand; `nh` [n]
-    is the number of loci found per read (before any -n cap). Returns one string, records in input order."""
+    is the number of loci found per read (before any -n cap). Returns one string, records in input order.
+
+    Built column by column, not record by record: a table [records, fields] of string pieces (each
+    distinct FLAG and RNAME, MAPQ, NM and NH text made once, POS spelled for all records at once, SEQ/QUAL
+    once per read and strand) is joined in one call."""
     n = len(batch)
-    is_primary = np.ones(len(read), dtype=bool)
-    is_primary[1:] = read[1:] != read[:-1]
-    flags = (strand * FLAG_REVERSE + (~is_primary) * FLAG_SECONDARY).tolist()
-    pos = (loci.start - reference.starts[loci.contig] + 1).tolist()
-    mapq = np.where(nh[read] == 1, 60, 0).tolist()
-    # per read (not per locus): its SEQ and QUAL forward and reverse(-complemented), each sliced once
-    every = np.arange(n)
-    seqs = (_texts(batch.seq, batch.starts, every, None), _texts(batch.seq, batch.starts, every, "complement"))
+    if not n:
+        return ""
+    unmapped = np.flatnonzero(nh == 0)
+    # Table rows in input order: a read's records are contiguous and already in report order.
+    owner = np.concatenate([read, unmapped])
+    row = np.empty(len(owner), dtype=np.int64)
+    row[np.argsort(owner, kind="stable")] = np.arange(len(owner))
+    mapped, unmapped_rows = row[:len(read)], row[len(read):]
+    needed = np.zeros((2, n), dtype=bool)
+    needed[strand, read] = True
+    needed[0, unmapped] = True
+    seq_qual = _seq_qual_fields(batch, needed)
+    is_secondary = np.zeros(len(read), dtype=bool)
+    is_secondary[1:] = read[1:] == read[:-1]
+    flag = strand + 2 * is_secondary  # index into _FLAGS
+    pieces = np.empty((len(owner), 9), dtype=object)
+    pieces[row, 0] = np.array(batch.names, dtype=object)[owner]
+    pieces[mapped, 1] = _labels(loci.contig * 4 + flag,
+                                lambda key: f"\t{_FLAGS[key % 4]}\t{reference.names[key // 4]}\t")
+    pieces[mapped, 2] = spell(loci.start - reference.starts[loci.contig] + 1,
+                              np.full((len(read), 1), SEPARATOR, dtype=np.uint8))
+    pieces[mapped, 3] = _MAPQ_FIELDS[(nh[read] == 1).astype(np.int64)]
+    pieces[mapped, 4] = cigars
+    pieces[mapped, 5] = seq_qual[strand, read]
+    pieces[mapped, 6] = _labels(np.asarray(nms, dtype=np.int64), "\tNM:i:{}\tMD:Z:".format)
+    pieces[mapped, 7] = mds
+    pieces[mapped, 8] = _labels(nh, "\tNH:i:{}\n".format)[read]
+    pieces[unmapped_rows, 1] = f"\t{FLAG_UNMAPPED}\t*\t0\t0\t*"
+    pieces[unmapped_rows, 2:5] = ""
+    pieces[unmapped_rows, 5] = seq_qual[0, unmapped]
+    pieces[unmapped_rows, 6:8] = ""
+    pieces[unmapped_rows, 8] = "\n"
+    return "".join(pieces.ravel().tolist())
+
+
+_FLAGS = (0, FLAG_REVERSE, FLAG_SECONDARY, FLAG_SECONDARY | FLAG_REVERSE)
+_MAPQ_FIELDS = np.array(["\t0\t", "\t60\t"], dtype=object)
+
+
+def _labels(values, text):
+    """Object array [len(values)]: text(v) for each of `values` (non-negative ints), each distinct value
+    formatted once. The distinct values are counted over their range where it is small (NM, NH, FLAG and
+    RNAME of a reference with few contigs), else sorted out."""
+    top = int(values.max(initial=0)) + 1
+    if top > 4 * len(values):
+        distinct, inverse = np.unique(values, return_inverse=True)
+        return np.array([text(v) for v in distinct.tolist()], dtype=object)[inverse]
+    table = np.empty(top, dtype=object)
+    distinct = np.flatnonzero(np.bincount(values, minlength=top))
+    table[distinct] = [text(v) for v in distinct.tolist()]
+    return table[values]
+
+
+def _seq_qual_fields(batch, needed):
+    """Object array [2, n]: for the reads `needed` (bool [2, n]) on the forward strand (row 0) and on the
+    reverse one (row 1: SEQ reverse-complemented, QUAL reversed), "\t*\t0\t0\tSEQ\tQUAL" (RNEXT, PNEXT,
+    TLEN, SEQ, QUAL). An empty read has SEQ and QUAL '*', FASTA input QUAL '*'.
+
+    Each read's bytes are copied into a row of a [reads, width] table as one slice (shorter reads padded
+    to the longest, the padding dropped afterwards), and the rows are decoded and split at once."""
+    out = np.empty(needed.shape, dtype=object)
     fastq = batch.qual is not None
-    quals = ((_texts(batch.qual, batch.starts, every, None), _texts(batch.qual, batch.starts, every, "reverse"))
-             if fastq else (["*"] * n,) * 2)
-    names = batch.names
-    contig_names = reference.names
-    mapped = [
-        f"{names[r]}\t{flags[i]}\t{contig_names[c]}\t{pos[i]}\t{mapq[i]}\t{cigars[i]}\t*\t0\t0\t"
-        f"{seqs[s][r]}\t{quals[s][r]}\tNM:i:{nms[i]}\tMD:Z:{mds[i]}\tNH:i:{nh[r]}"
-        for i, (r, s, c) in enumerate(zip(read.tolist(), strand.tolist(), loci.contig.tolist()))
-    ]
-    unmapped_reads = np.flatnonzero(nh == 0)
-    unmapped = [f"{names[r]}\t{FLAG_UNMAPPED}\t*\t0\t0\t*\t*\t0\t0\t{seqs[0][r]}\t{quals[0][r]}"
-                for r in unmapped_reads.tolist()]
-    # Interleave into input order: a read's records are contiguous and already in report order.
-    order = np.argsort(np.concatenate([read, unmapped_reads]), kind="stable")
-    lines = mapped + unmapped
-    return "\n".join(map(lines.__getitem__, order.tolist())) + "\n" if n else ""
+    for side in (0, 1):
+        reads = np.flatnonzero(needed[side])
+        if not len(reads):
+            continue
+        length = batch.starts[reads + 1] - batch.starts[reads]
+        widest = max(int(length.max()), 1)
+        seq_at = len(_FIXED)
+        qual_at = seq_at + widest + 1
+        rows = np.empty((len(reads), qual_at + (widest if fastq else 1) + 1), dtype=np.uint8)
+        rows[:, :seq_at] = _FIXED
+        rows[:, seq_at:qual_at - 1] = _slices(batch.seq, batch.starts, reads, widest, side,
+                                              COMPLEMENT_ASCII)
+        rows[:, qual_at - 1] = ord("\t")
+        if fastq:
+            rows[:, qual_at:-1] = _slices(batch.qual, batch.starts, reads, widest, side, None)
+            rows[length == 0, qual_at] = ord("*")
+        else:
+            rows[:, qual_at] = ord("*")
+        rows[length == 0, seq_at] = ord("*")
+        rows[:, -1] = SEPARATOR
+        shown = np.maximum(length, 1)
+        if (shown == widest).all():
+            text = rows.ravel()
+        else:  # drop each row's padding after its SEQ and QUAL
+            column = np.arange(rows.shape[1])
+            padding = (column >= seq_at + shown[:, None]) & (column < qual_at - 1)
+            if fastq:
+                padding |= (column >= qual_at + shown[:, None]) & (column < rows.shape[1] - 1)
+            text = rows[~padding]
+        out[side, reads] = text[:-1].tobytes().decode("ascii").split("\n")
+    return out
+
+
+_FIXED = np.frombuffer(b"\t*\t0\t0\t", dtype=np.uint8)
+
+
+def _slices(buffer, starts, reads, width, reverse, complement):
+    """uint8 [len(reads), width]: each read's first `width` bytes from the ASCII `buffer` (past its end,
+    whatever follows), or with `reverse` its bytes reversed (and mapped by `complement`)."""
+    first = starts[reads]
+    if reverse:
+        buffer, first = buffer[::-1], len(buffer) - starts[reads + 1]
+    if first.max() + width > len(buffer):
+        buffer = np.concatenate([buffer, np.zeros(width, dtype=np.uint8)])
+    rows = sliding_window_view(buffer, width)[first]
+    return complement[rows] if reverse and complement is not None else rows
 
 
 def unmapped_records(batch, reads):
