@@ -179,37 +179,23 @@ __host__ __device__ constexpr uint32_t nibble_table()
     return t;
 }
 
-/* gatekeeper_faithful: Hamming early exit (popcount of the unshifted mask), else the 2E shifted masks (the
- * column-1 string moved by 1..E bases either way, A shifted in; a right shift drops what leaves the 2-bit words),
- * each amended and end-fixed, ANDed with the amended Hamming mask, then counted nibble by nibble. */
-extern "C" __global__ void gatekeeper_faithful(const uint32_t *shifted2, const uint32_t *fixed2,
-                                               const uint8_t *undefined1, const uint8_t *undefined2, int n,
-                                               uint8_t *accept, int16_t *estimate)
+/* The published decision on one pair's planes (sh/sl: the column-1 string, which is shifted; fh/fl: the other):
+ * Hamming early exit (popcount of the unshifted mask), else the 2E shifted masks (the column-1 string moved by
+ * 1..E bases either way, A shifted in; a right shift drops what leaves the 2-bit words), each amended and
+ * end-fixed, ANDed with the amended Hamming mask, then counted nibble by nibble. Returns the estimate (0..E,
+ * accepted) or -1 (rejected). */
+__device__ __forceinline__ int faithful_estimate(const uint32_t (&sh)[FA], const uint32_t (&sl)[FA],
+                                                 const uint32_t (&fh)[FA], const uint32_t (&fl)[FA])
 {
-    const int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n)
-        return;
-    if (L <= 16 || (undefined1 && undefined1[i]) || (undefined2 && undefined2[i])) {
-        accept[i] = 1;
-        estimate[i] = -2;
-        return;
-    }
-    uint32_t sh[FA], sl[FA], fh[FA], fl[FA], acc[FA];
+    uint32_t acc[FA];
     int hamming = 0;
 #pragma unroll
     for (int w = 0; w < FA; w++) {
-        sh[w] = plane_word(shifted2, FW2, w, n, i, 1);
-        sl[w] = plane_word(shifted2, FW2, w, n, i, 0);
-        fh[w] = plane_word(fixed2, FW2, w, n, i, 1);
-        fl[w] = plane_word(fixed2, FW2, w, n, i, 0);
         acc[w] = (sh[w] ^ fh[w]) | (sl[w] ^ fl[w]);
         hamming += __popc(acc[w]);
     }
-    if (hamming <= E || E == 0) {
-        accept[i] = hamming <= E;
-        estimate[i] = hamming <= E ? hamming : -1;
-        return;
-    }
+    if (hamming <= E || E == 0)
+        return hamming <= E ? hamming : -1;
     amend(acc);
 #pragma unroll
     for (int s = 1; s <= E; s++) {
@@ -236,8 +222,87 @@ extern "C" __global__ void gatekeeper_faithful(const uint32_t *shifted2, const u
 #pragma unroll
         for (int k = 0; k < 8; k++)
             count += (table >> (2 * ((acc[w] >> (4 * k)) & 0xFu))) & 3u;
-    accept[i] = count <= E;
-    estimate[i] = count <= E ? count : -1;
+    return count <= E ? count : -1;
+}
+
+/* gatekeeper_faithful: the published filter on encoded pairs; a pair with an undefined (non-ACGT) letter, or
+ * of at most 16 bases, is accepted with estimate -2, as the published program does. */
+extern "C" __global__ void gatekeeper_faithful(const uint32_t *shifted2, const uint32_t *fixed2,
+                                               const uint8_t *undefined1, const uint8_t *undefined2, int n,
+                                               uint8_t *accept, int16_t *estimate)
+{
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n)
+        return;
+    if (L <= 16 || (undefined1 && undefined1[i]) || (undefined2 && undefined2[i])) {
+        accept[i] = 1;
+        estimate[i] = -2;
+        return;
+    }
+    uint32_t sh[FA], sl[FA], fh[FA], fl[FA];
+#pragma unroll
+    for (int w = 0; w < FA; w++) {
+        sh[w] = plane_word(shifted2, FW2, w, n, i, 1);
+        sl[w] = plane_word(shifted2, FW2, w, n, i, 0);
+        fh[w] = plane_word(fixed2, FW2, w, n, i, 1);
+        fl[w] = plane_word(fixed2, FW2, w, n, i, 0);
+    }
+    const int found = faithful_estimate(sh, sl, fh, fl);
+    accept[i] = found >= 0;
+    estimate[i] = found;
+}
+
+/* The published planes (base k at bit 31 - k%32 of word k/32, zero past L) of L bases of a code array from
+ * `start`, bases outside [lo, hi) read as N; returns whether any base is N (the pair is then undefined). */
+__device__ __forceinline__ int faithful_planes(const uint8_t *codes, long long start, long long lo, long long hi,
+                                               uint32_t (&h)[FA], uint32_t (&l)[FA])
+{
+    int any_n = 0;
+#pragma unroll
+    for (int w = 0; w < FA; w++) {
+        uint32_t hw = 0, lw = 0;
+        for (int b = 0; b < 32 && 32 * w + b < L; b++) {
+            const long long p = start + 32 * w + b;
+            const uint32_t c = p >= lo && p < hi ? codes[p] : CODE_N;
+            any_n |= c == CODE_N;
+            hw |= ((c >> 1) & 1u) << (31 - b);
+            lw |= (c & 1u) << (31 - b);
+        }
+        h[w] = hw;
+        l[w] = lw;
+    }
+    return any_n;
+}
+
+/* gatekeeper_faithful_candidates: the published filter on the mapper's seeding candidates where they are (the
+ * cuda backend), fused as gatekeeper_candidates is for the improved one: the read row [row_start, + L) and the
+ * reference segment of mapper/filters/windows.py (L bases from the band's first diagonal, shown within
+ * [contig start, min(start + L, contig end))) are read from the resident code arrays, the segment shifted, and
+ * the accepted candidates appended with one atomicAdd each. Arguments as gatekeeper_candidates. */
+extern "C" __global__ void gatekeeper_faithful_candidates(
+    const int *__restrict__ cand_row, const int *__restrict__ cand_contig, const long long *__restrict__ cand_lo,
+    const long long *__restrict__ cand_hi, const long long n, const uint8_t *__restrict__ row_codes,
+    const long long *__restrict__ row_start, const uint8_t *__restrict__ genome,
+    const long long *__restrict__ contig_start, const long long *__restrict__ contig_end,
+    unsigned long long *__restrict__ kept, int *__restrict__ out_row, int *__restrict__ out_contig,
+    long long *__restrict__ out_lo, long long *__restrict__ out_hi)
+{
+    const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n)
+        return;
+    const int r = cand_row[i], c = cand_contig[i];
+    const long long read = row_start[r], segment = cand_lo[i];
+    const long long shown = segment + L < contig_end[c] ? segment + L : contig_end[c];
+    uint32_t sh[FA], sl[FA], fh[FA], fl[FA];
+    const int undefined = faithful_planes(genome, segment, contig_start[c], shown, sh, sl)
+                        | faithful_planes(row_codes, read, read, read + L, fh, fl);
+    if (!(L <= 16 || undefined || faithful_estimate(sh, sl, fh, fl) >= 0))
+        return;
+    const unsigned long long slot = atomicAdd(kept, 1ULL);
+    out_row[slot] = r;
+    out_contig[slot] = c;
+    out_lo[slot] = cand_lo[i];
+    out_hi[slot] = cand_hi[i];
 }
 #endif
 

@@ -17,7 +17,7 @@ import numpy as np
 from mapper.backends import cuda, index_parts
 from mapper.backends.base import Backend
 from mapper.filters import windows
-from mapper.filters._gpu import improved_defines
+from mapper.filters._gpu import faithful_defines, improved_defines
 from mapper.seeding import Candidates, SeedStats
 from mapper.verify import Mappings, verify as host_verify
 
@@ -28,6 +28,8 @@ SEED_GROUP = 32  # threads per chosen k-mer labelling its hits (seed.cu seed_hit
 RESERVE = 4 << 30  # device memory kept for a batch's buffers when --gpu-memory does not say how much to use
 MARGIN = 4096  # bases of the neighbouring contigs an index part holds on either side (index_parts.py)
 WHOLE = (0, 1 << 62)  # the core range of the one-part index: every position
+FUSED = {"improved": ("gatekeeper_candidates", improved_defines),  # filter mode -> fused kernel, its -D
+         "faithful": ("gatekeeper_faithful_candidates", faithful_defines)}
 
 log = logging.getLogger("gkmap")
 
@@ -203,16 +205,18 @@ class CudaBackend(Backend):
         return keep
 
     def filtered(self, mode, rows, cands, reference):
-        """The improved filter of a one-(L, e) batch fused with the compaction of its survivors on the GPU
-        (gatekeeper.cu gatekeeper_candidates: no rows gathered, no decisions sent back); other cases decide
-        with `filter` and compact with DeviceCandidates.subset."""
+        """The filter of a one-(L, e) batch fused with the compaction of its survivors on the GPU
+        (gatekeeper.cu gatekeeper_candidates, gatekeeper_faithful_candidates: no rows gathered, no decisions
+        sent back); a batch mixing lengths or e decides with `filter` and compacts with
+        DeviceCandidates.subset."""
         length, e = rows.length[rows.active], rows.e[rows.active]
-        if mode != "improved" or not len(cands) or not _one_group(length, e):
+        if mode not in FUSED or not len(cands) or not _one_group(length, e):
             return super().filtered(mode, rows, cands, reference)
         if not isinstance(cands, DeviceCandidates):
             cands = DeviceCandidates.upload(cands)
         L, e = int(length[0]), int(e[0])
-        kernel = cuda.function("gatekeeper.cu", "gatekeeper_candidates", **improved_defines(L, e))
+        name, defines = FUSED[mode]
+        kernel = cuda.function("gatekeeper.cu", name, **defines(L, e))
         genome, dev = self._resident_genome(reference), self._rows_on_device(rows)
         _, _, contig_starts, contig_ends = self._resident_index_of_reference(reference)
         parts = []

@@ -27,10 +27,15 @@ def filter_kernel(function, mode, L, W, e, ends="global"):
     (mapper.backends.cuda.function or a `Device`'s). Improved mode: `ends` "global" (W == L, the whole read
     against the whole window) or "infix" (the read anywhere in the window)."""
     if mode == "faithful":
-        return function(SOURCE, "gatekeeper_faithful", GK_KERNEL=FAITHFUL, READ_LEN=L, MAX_E=e)
+        return function(SOURCE, "gatekeeper_faithful", **faithful_defines(L, e))
     if ends == "global" and W != L:
         raise ValueError(f"global ends need equal lengths, not {L} and {W}")
     return function(SOURCE, "gatekeeper_improved", **improved_defines(L, e, W, ends))
+
+
+def faithful_defines(L, e):
+    """Compile-time constants of the faithful kernels: pairs of L bases."""
+    return dict(GK_KERNEL=FAITHFUL, READ_LEN=L, MAX_E=e)
 
 
 def improved_defines(L, e, W=None, ends="infix"):
