@@ -8,14 +8,15 @@ can be lower). Deterministic for a seed (benchmarks use seed 11).
 """
 import numpy as np
 
-from mapper.alphabet import BASES, CODE_N, COMPLEMENT
+from mapper.alphabet import CODE_N, COMPLEMENT, READ_ASCII
 
 SUBSTITUTION_RATE = 0.01
 INDEL_READS = 0.10
 
 
-def _valid_starts(reference, span):
-    """Global starts of N-free windows of `span` bases inside one contig."""
+def valid_starts(reference, span):
+    """Global starts of N-free windows of `span` bases inside one contig (int64 arrays of the genome's size:
+    a genome of billions of bases draws its starts otherwise, e.g. scripts/genome_proxy.py)."""
     codes = reference.codes
     n_before = np.concatenate([[0], np.cumsum(codes == CODE_N)])
     starts = np.arange(len(codes) - span + 1)
@@ -27,8 +28,16 @@ def _valid_starts(reference, span):
 def simulate(reference, n, length, seed=11):
     """List of (name, sequence) for n reads of `length` bases."""
     rng = np.random.default_rng(seed)
-    candidates = _valid_starts(reference, length + 2)
-    starts = rng.choice(candidates, size=n)
+    starts = rng.choice(valid_starts(reference, length + 2), size=n)
+    return simulate_at(reference, starts, length, rng)
+
+
+def simulate_at(reference, starts, length, rng, labels=None):
+    """List of (name, sequence): one read of `length` bases from each global start in `starts` (windows of
+    length + 2 N-free bases inside one contig), errors drawn from `rng` by the module's model. `labels` (one
+    string per read, no '|') replace the names' `sim<i>` part, for callers that number or tag reads
+    themselves; the truth after the '|' is unchanged, so parse_truth reads it."""
+    n = len(starts)
     reverse = rng.random(n) < 0.5
     indel = np.where(rng.random(n) < INDEL_READS, rng.integers(1, 3, size=n), 0)
     insertion = rng.random(n) < 0.5
@@ -49,8 +58,9 @@ def simulate(reference, n, length, seed=11):
             fragment = COMPLEMENT[fragment[::-1]]
         contig = int(np.searchsorted(reference.starts, starts[i], side="right") - 1)
         pos = int(starts[i] - reference.starts[contig]) + 1
-        name = f"sim{i}|{reference.names[contig]}:{pos}:{'-' if reverse[i] else '+'}:{int(subs.sum()) + k}"
-        out.append((name, "".join(BASES[c] for c in fragment)))
+        label = f"sim{i}" if labels is None else labels[i]
+        name = f"{label}|{reference.names[contig]}:{pos}:{'-' if reverse[i] else '+'}:{int(subs.sum()) + k}"
+        out.append((name, READ_ASCII[fragment].tobytes().decode()))
     return out
 
 
