@@ -29,6 +29,20 @@ pair, so whatever the chunks): the client reads the first chunks' confident TLEN
 task on each mapped chunk) in order while the workers map `IN_FLIGHT_PER_THREAD` chunks per thread ahead,
 then submits the pairing of every chunk mapped so far. A mapped chunk lost with its worker is mapped again
 from its task, whose reads the scheduler still holds.
+
+Shares (issue #22): on a local cluster (--gpus, --local-cluster), a single-end run of a plain FASTQ file
+written to a file is not streamed through the client. The client cuts the file into `SHARES_PER_WORKER`
+byte ranges of whole records per worker (`share_cuts`: a few reads of the file, no parsing) and each
+`map_share` task reads its own range with the block parser and runs the single-process pipeline on it
+(GPU mapping overlapped with its render processes, `map_batches`), writing the SAM records to a part file
+beside the output; the client copies the parts into the output in order (os.sendfile) as they finish. Why:
+through the chunk path the client parsed, pickled and sent every read and received and wrote every SAM
+text, and each worker rendered a chunk before it could map the next: on 4 H100s `--gpus 4` ran at 0.38x
+of one process (issue #22). The records depend on the read alone, so the output is the same bytes. Any
+error of a share (a record the block parser does not check, an -e too large for a read, a refused index)
+makes the run start again on the chunk path, which words it as a single process does. `--chunk-reads`,
+--scheduler (no shared folder assumed), --pe/--mp, --unmapped, --dump-candidates, compressed or FASTA
+reads and output to stdout keep the chunk path.
 """
 import contextlib
 import copy
@@ -39,22 +53,26 @@ import logging
 import os
 import shutil
 import subprocess
+import tempfile
 import time
 import uuid
 from collections import Counter as Tally, deque
 from dataclasses import dataclass, field, fields, replace
+
+import numpy as np
 
 from mapper.backends import get_backend
 from mapper.errors import GkmapError, IndexFormatError, UsageError
 from mapper.filters.windows import MODES as FILTER_MODES
 from mapper.index import load_index, open_index, read_meta
 from mapper.options import PAIRED
-from mapper.outputs import atomic_output
+from mapper.outputs import BackgroundWriter, atomic_output, emit
 from mapper.paired import (PairCounters, PairSettings, confident_tlens, find_mates, insert_size, pair_batch,
                            pair_outputs, read_pairs)
-from mapper.pipeline import Counters, map_batch, progress_bar
-from mapper.reads import read_batches
-from mapper.render import HostWorkers
+from mapper.pipeline import Counters, count_batch, find_mappings, map_batch, progress_bar
+from mapper.read_blocks import FastqBlocks, Unsure, read_chunks
+from mapper.reads import _UPPER, ReadBatch, _detect_format_from_name, prefetch, read_batches, with_codes
+from mapper.render import MAX_WORKERS, HostWorkers, SpilledText
 from mapper.sam import header, unmapped_records
 
 try:
@@ -73,6 +91,11 @@ CONNECT_TIMEOUT = "30s"
 # A chunk's reads ride in its task (see the module docstring), which Dask would warn about as a large graph.
 MALLOC_TRIM = "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_"  # see local_cluster
 LARGE_TASK = {"distributed.admin.large-graph-warning-threshold": "4GiB"}
+SHARES_PER_WORKER = 2       # byte ranges of the reads file per worker (shares): a second one lets the client
+                            # copy the first parts into the output while the workers map the last ones
+CUT_WINDOW = 1 << 16        # bytes read at a cut to find the next record's start (doubled up to CUT_MAX)
+CUT_MAX = 1 << 24
+COMPRESSED = (".gz", ".bz2", ".xz", ".zst", ".bgz")
 
 
 class RemoteError(GkmapError):
@@ -83,7 +106,7 @@ class RemoteError(GkmapError):
         self.exit_code = exit_code
 
     def __reduce__(self):
-        return RemoteError, (str(self), self.exit_code)
+        return type(self), (str(self), self.exit_code)
 
 
 @dataclass
@@ -114,6 +137,8 @@ class IndexPlugin(WorkerPlugin):
 
     def setup(self, worker):
         self.worker = worker
+        # the render processes import their modules while the index loads (None where not worth it/allowed)
+        pool = HostWorkers.spawn(self.opts.threads or 1)
         try:
             index = load_index(self.opts.reference, self.folder, checksum=self.checksum)  # version, checksum
             if index.ws != self.ws:
@@ -124,12 +149,15 @@ class IndexPlugin(WorkerPlugin):
             backend.load(index, self.opts.gpu_memory)
         except GkmapError as e:
             self.error = RemoteError(f"worker {worker.name} ({worker.address}) refused the run: {e}", e.exit_code)
+            if pool is not None:
+                pool.shutdown(cancel_futures=True)
             return
         self.index, self.backend = index, backend
-        # SAM rendering in processes of this worker (-t per worker; started by the first chunk; inline in a
-        # daemonic worker process, which may not start processes)
+        # SAM rendering in processes of this worker (-t per worker, spawned above; inline in a daemonic
+        # worker process, which may not start processes)
         self.renderer = HostWorkers(self.opts.threads or 1, 1, index.reference, self.opts.best,
                                     self.opts.max_records, False)
+        self.renderer.adopt(pool)
         self.filter_mode = FILTER_MODES[self.opts.filter]
         devices = dict(backend.devices, filter=backend.name if self.filter_mode else "none")
         self.stages = ", ".join(f"{stage}: {devices[stage]}" for stage in ("seed", "filter", "verify"))
@@ -211,6 +239,97 @@ def map_chunk(batch, plugin_name):
                                plugin.renderer)
     return ChunkResult((text, unmapped_records(batch, unmapped) if opts.unmapped else "",
                         dump.getvalue() if dump else ""), counters, str(worker.name))
+
+
+class ShareUnsure(RemoteError):
+    """A share held a record the block parser does not check: the run goes again on the chunk path."""
+
+
+class ByteRange(io.RawIOBase):
+    """Bytes [begin, end) of a file as a stream (what `read_chunks` reads)."""
+
+    def __init__(self, path, begin, end):
+        super().__init__()
+        self.file = open(path, "rb")
+        self.file.seek(begin)
+        self.left = end - begin
+
+    def readable(self):
+        return True
+
+    def readinto(self, buffer):
+        view = memoryview(buffer)[:self.left]
+        got = self.file.readinto(view) if len(view) else 0
+        self.left -= got
+        return got
+
+    def close(self):
+        self.file.close()
+        super().close()
+
+
+def share_batches(path, begin, end, batch_size):
+    """ReadBatches of the FASTQ records in bytes [begin, end) of `path`, cut by the block parser as
+    reads.read_batches cuts a whole file (that function takes only whole files). Raises Unsure where the
+    parser would hand the file to dnaio; `first` counts from the share's start (it only numbers reads in
+    error messages, and an error sends the run to the chunk path)."""
+    with contextlib.closing(ByteRange(path, begin, end)) as stream, \
+            contextlib.closing(prefetch(read_chunks(stream))) as chunks:
+        first = 0
+        for names, seq, qual, lengths in FastqBlocks(chunks, batch_size):
+            starts = np.zeros(len(lengths) + 1, dtype=np.int64)
+            np.cumsum(lengths, out=starts[1:])
+            if (seq >= ord("a")).any():
+                seq = _UPPER[seq]
+            yield ReadBatch(names, seq, qual, starts, first)
+            first += len(names)
+
+
+def map_batches(batches, plugin, counters, out):
+    """The single-process loop (pipeline.map_reads) on a worker: each batch mapped on this worker's backend
+    and handed to its render processes, whose texts `out` (a BackgroundWriter) writes in order as they are
+    done, so the GPU maps the next batch while the last one renders."""
+    renderer, opts = plugin.renderer, plugin.opts
+
+    def write(block=False):
+        for _, parts in renderer.ready(block):
+            for part in parts:
+                count_batch(counters, part)
+                out.put(part.sam)
+    try:
+        for batch in counters.timed_iter("parse", batches):
+            rows, maps = find_mappings(batch, plugin.index, plugin.backend, plugin.filter_mode, opts.e, opts.reads,
+                                       counters)
+            renderer.submit(batch, rows, maps)
+            write()
+        write(block=True)
+    except BaseException:
+        for _ in renderer.ready(block=True):  # nothing of this share stays queued for the next task
+            pass
+        raise
+
+
+@remote
+def map_share(path, begin, end, part, plugin_name):
+    """Map the reads in bytes [begin, end) of `path` (whole FASTQ records) into the SAM records of file
+    `part`: a ChunkResult whose text is that file (render.SpilledText, copied into the output by the client).
+    A record the block parser does not check comes back as ShareUnsure."""
+    worker, plugin = loaded(plugin_name)
+    counters = Counters(stages=plugin.stages)
+    batches = prefetch(with_codes(share_batches(path, begin, end, plugin.opts.batch_size)))
+    try:
+        with open(part, "w") as handle:
+            out = BackgroundWriter(handle)
+            try:
+                map_batches(batches, plugin, counters, out)
+            finally:
+                out.close(raise_error=False)
+            out.close()
+    except Unsure:
+        return ShareUnsure(f"{path}: bytes {begin}..{end}: a record the block parser does not check")
+    finally:
+        batches.close()
+    return ChunkResult((SpilledText(part, os.path.getsize(part)), "", ""), counters, str(worker.name))
 
 
 @remote
@@ -301,8 +420,9 @@ def quiet_dask():
 
 
 @contextlib.contextmanager
-def connect(opts):
-    """A Client of the cluster the options name; a local cluster lives as long as the client."""
+def connect(opts, environments=None):
+    """A Client of the cluster the options name; a local cluster (one worker per entry of `environments`)
+    lives as long as the client."""
     if opts.scheduler:
         try:
             client = Client(opts.scheduler, timeout=CONNECT_TIMEOUT, set_as_default=False)
@@ -311,10 +431,7 @@ def connect(opts):
         with client:
             yield client
         return
-    if opts.gpus is not None:
-        cluster = local_cluster(gpu_environments(opts.gpus), "gpu")
-    else:
-        cluster = local_cluster([{}] * opts.local_cluster, "worker")
+    cluster = local_cluster(environments, "gpu" if opts.gpus is not None else "worker")
     with cluster, Client(cluster, set_as_default=False) as client:
         yield client
 
@@ -470,6 +587,98 @@ def map_paired(stream, opts, plugin_name, counters):
     return lo, hi
 
 
+def record_start(path, offset, size):
+    """The offset of the first FASTQ record that starts at or after `offset` (a line starting with '@' whose
+    next line but one starts with '+': a quality line starting with '@' is followed by a header and a
+    sequence line, so no other line passes), `size` if none does before the end; None when no record
+    starts within CUT_MAX bytes (very long reads: the chunk path reads such files)."""
+    window = CUT_WINDOW
+    with open(path, "rb") as f:
+        while True:
+            f.seek(max(offset - 1, 0))
+            data = f.read(window + 1)
+            if offset == 0:
+                data = b"\n" + data
+            starts = [i + 1 for i, byte in enumerate(data) if byte == 10]
+            for k, start in enumerate(starts[:-2]):
+                if data[start:start + 1] == b"@" and data[starts[k + 2]:starts[k + 2] + 1] == b"+":
+                    return max(offset - 1, 0) + start - (1 if offset == 0 else 0)
+            if max(offset - 1, 0) + len(data) >= size + (1 if offset == 0 else 0):
+                return size  # no record starts past the offset (lines past it are the last record's)
+            if window >= CUT_MAX:
+                return None
+            window *= 2
+
+
+def share_cuts(path, shares):
+    """Byte offsets [0, c1, ..., size] cutting a plain FASTQ file into at most `shares` ranges of whole
+    records of about equal size; None when the file is not one the share path takes (module docstring)."""
+    name = os.path.basename(path).lower()
+    if not os.path.isfile(path) or name.endswith(COMPRESSED) or _detect_format_from_name(path) not in ("fastq", None):
+        return None
+    size = os.path.getsize(path)
+    with open(path, "rb") as f:
+        if f.read(1) != b"@":
+            return None
+    cuts = [0]
+    for j in range(1, shares):
+        cut = record_start(path, size * j // shares, size)
+        if cut is None:
+            return None
+        if cut > cuts[-1] and cut < size:
+            cuts.append(cut)
+    return cuts + [size]
+
+
+def share_plan(opts, workers):
+    """(byte cuts, render processes per worker) when this run takes the share path, else None."""
+    local = opts.scheduler is None and (opts.gpus is not None or opts.local_cluster is not None)
+    if not local or opts.paired or opts.unmapped or opts.dump_candidates or opts.chunk_reads is not None \
+            or opts.output in (None, "-"):
+        return None
+    cuts = share_cuts(opts.reads, SHARES_PER_WORKER * workers)
+    if cuts is None:
+        return None
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    # without -t, the host's cores but one per worker, shared out (the single process takes all but one)
+    return cuts, opts.threads or max(1, min(MAX_WORKERS, cores // workers - 1))
+
+
+def map_shares(client, token, plugin_name, opts, cuts, output, account, timed):
+    """Run the shares (module docstring) and copy their parts into `output` in order; account(result) for
+    each, once all are in. False, with `output` cut back to where it was, when a share came back with an
+    error (the caller then runs the chunk path)."""
+    output.flush()
+    mark = output.tell()
+    folder = tempfile.mkdtemp(dir=os.path.dirname(os.path.abspath(opts.output)), prefix=".gkmap-parts-")
+    futures = [client.submit(map_share, os.path.abspath(opts.reads), a, b, os.path.join(folder, f"part{i}.sam"),
+                             plugin_name, key=f"{token}-share-{i}", retries=RETRIES, pure=False, priority=-i)
+               for i, (a, b) in enumerate(zip(cuts[:-1], cuts[1:]))]
+    results = []
+    try:
+        for i, future in enumerate(futures):
+            try:
+                result = future.result()
+            except Exception as e:  # the task's own error after RETRIES reruns, or KilledWorker
+                raise GkmapError(f"share {i} failed on the cluster: {type(e).__name__}: {e}") from e
+            future.release()
+            if isinstance(result, RemoteError):
+                log.info("share %d: %s; mapping again through the client (chunks)", i, result)
+                client.cancel(futures[i + 1:])
+                output.flush()
+                output.seek(mark)
+                output.truncate()
+                return False
+            with timed("output"):
+                emit(output, result.texts[0])
+            results.append(result)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    for result in results:
+        account(result)
+    return True
+
+
 def render_processes(opts):
     """SAM render processes per worker: -t, else 1 (render in the task, as measured on GPUs so far)."""
     return opts.threads or 1
@@ -481,9 +690,12 @@ def map_distributed(opts):
     t0 = time.perf_counter()
     index = open_index(opts.reference, opts.ws, opts.index_dir)  # builds it once, here, when missing
     token = f"gkmap-{uuid.uuid4().hex[:12]}"
+    environments = (gpu_environments(opts.gpus) if opts.gpus is not None else [{}] * opts.local_cluster) \
+        if opts.scheduler is None else None
+    plan = share_plan(opts, len(environments)) if environments else None
     worker_opts = replace(opts, reference=os.path.abspath(opts.reference),
                           device="cuda" if opts.gpus is not None and opts.device == "auto" else opts.device,
-                          threads=render_processes(opts))
+                          threads=plan[1] if plan else render_processes(opts))
     plugin = IndexPlugin(worker_opts, index.folder.resolve(), read_meta(index.folder)["reference"]["checksum"],
                          index.ws, token)
     counters = Counters()
@@ -491,7 +703,7 @@ def map_distributed(opts):
     tally = RunTally()
     with contextlib.ExitStack() as stack:
         stack.enter_context(quiet_dask())
-        client = stack.enter_context(connect(opts))
+        client = stack.enter_context(connect(opts, environments))
         plugin_name = f"{token}-index"
         client.register_plugin(plugin, name=plugin_name)
         if opts.scheduler:  # a long-lived cluster: free the index (and GPU memory) when the run ends
@@ -513,7 +725,10 @@ def map_distributed(opts):
             with counters.timed("output"):
                 for handle, text in zip(outputs, result.texts):
                     if handle is not None:
-                        handle.write(text)
+                        emit(handle, text)
+            account(result)
+
+        def account(result):
             add_counts(counters, result.counters)
             counters.seeding.add(result.counters.seeding)
             for stage, seconds in result.counters.times.items():  # per-stage seconds add up over workers
@@ -527,9 +742,15 @@ def map_distributed(opts):
 
         writer = OrderedWriter(write)
         stream = Stream(client, token, writer, tally)
+        shares = False
+        if plan:
+            tally.chunks = len(plan[0]) - 1
+            shares = map_shares(client, token, plugin_name, opts, plan[0], outputs[0], account, counters.timed)
+            if not shares:
+                tally.chunks = 0
         if opts.paired:
             pairs.insert = map_paired(stream, opts, plugin_name, counters)
-        else:
+        elif not shares:
             map_single(stream, opts, plugin_name, counters)
         retried = retried_chunks(client, token)
     counters.stages = "; ".join(sorted(tally.stages))
@@ -537,8 +758,13 @@ def map_distributed(opts):
     log.info("%s", counters.summary())
     if pairs is not None:
         log.info("%s", pairs.summary())
-    log.info("cluster: %d chunks of up to %d %s; chunks per worker: %s; retried chunks: %d%s", tally.chunks,
-             opts.chunk_reads or opts.batch_size, "read pairs" if opts.paired else "reads",
-             ", ".join(f"{name} {n}" for name, n in sorted(tally.per_worker.items())), len(retried),
-             f" ({', '.join(map(str, retried))})" if retried else "")
+    per_worker = ", ".join(f"{name} {n}" for name, n in sorted(tally.per_worker.items()))
+    if shares:
+        log.info("cluster: %d shares of the reads file, each read and mapped by one worker in batches of %d "
+                 "reads; shares per worker: %s; retried shares: %d%s", tally.chunks, opts.batch_size, per_worker,
+                 len(retried), f" ({', '.join(map(str, retried))})" if retried else "")
+    else:
+        log.info("cluster: %d chunks of up to %d %s; chunks per worker: %s; retried chunks: %d%s", tally.chunks,
+                 opts.chunk_reads or opts.batch_size, "read pairs" if opts.paired else "reads", per_worker,
+                 len(retried), f" ({', '.join(map(str, retried))})" if retried else "")
     return pairs if pairs is not None else counters
