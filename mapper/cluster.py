@@ -479,6 +479,7 @@ class RunTally:
     """What the run summary says about the cluster: chunks submitted, chunks per worker, backends seen."""
     chunks: int = 0
     per_worker: Tally = field(default_factory=Tally)
+    times: dict = field(default_factory=dict)   # worker -> seconds per stage of its chunks or shares
     stages: set = field(default_factory=set)
 
 
@@ -736,6 +737,7 @@ def map_distributed(opts):
             if pairs is not None:
                 add_counts(pairs, result.pairs)
             tally.per_worker[result.worker] += 1
+            tally.times.setdefault(result.worker, Tally()).update(result.counters.times)
             tally.stages.add(result.counters.stages)
             progress.update(result.pairs.pairs if pairs is not None else result.counters.reads)
             progress.set_postfix_str(f"{writer.written + 1}/{tally.chunks} chunks", refresh=False)
@@ -767,4 +769,7 @@ def map_distributed(opts):
         log.info("cluster: %d chunks of up to %d %s; chunks per worker: %s; retried chunks: %d%s", tally.chunks,
                  opts.chunk_reads or opts.batch_size, "read pairs" if opts.paired else "reads", per_worker,
                  len(retried), f" ({', '.join(map(str, retried))})" if retried else "")
+    log.info("cluster: seconds per stage on each worker: %s", "; ".join(
+        f"{name}: " + ", ".join(f"{stage} {seconds:.2f}" for stage, seconds in times.items() if stage != "load")
+        for name, times in sorted(tally.times.items())))
     return pairs if pairs is not None else counters
