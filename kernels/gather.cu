@@ -137,20 +137,21 @@ extern "C" __global__ void strand_codes(const uint8_t *__restrict__ fwd, const l
 
 /* found_mappings: the verifier's per-window answers (myers.cu verify_windows) turned into mapping records
  * on the GPU, so that only the windows within e cross the bus. Window t is found when best[t] >= 0; its
- * n_ends[t] optimal ends become records (row, contig, start = win_start + starts[k][t], end = win_start +
- * ends[k][t] + 1, edits = best[t]), unless there are more than max_ends of them: then the window is listed
+ * n_ends[t] taken ends become records (row, contig, start = win_start + starts[k][t], end = win_start +
+ * ends[k][t] + 1, edits = edits[k][t]), unless there are more than max_ends of them: then the window is listed
  * in `overflow` and redone on the host. One thread per window reserves its slots with one atomicAdd, so
  * the records' order varies between runs; the loci chosen from them (mapper/verify.py select_loci, which
  * sorts them) do not. Launched twice: with out_row == NULL it only counts (counts[0] records, counts[1]
  * overflowing windows); then, counts zeroed, it writes into buffers of those sizes.
- * In : best, n_ends int32 [n]; ends, starts int32 [max_ends][n]; cand_row, cand_contig int32 [n];
+ * In : best, n_ends int32 [n]; ends, starts, edits int32 [max_ends][n]; cand_row, cand_contig int32 [n];
  *      win_start int64 [n]
  * Out: counts uint64 [2]; out_row, out_contig, out_edits int32 and out_start, out_end int64 [counts[0]];
  *      overflow int64 [counts[1]] (window indices)
  */
 extern "C" __global__ void found_mappings(
     const int *__restrict__ best, const int *__restrict__ n_ends, const int *__restrict__ ends,
-    const int *__restrict__ starts, const long long n, const int max_ends, const int *__restrict__ cand_row,
+    const int *__restrict__ starts, const int *__restrict__ edits, const long long n, const int max_ends,
+    const int *__restrict__ cand_row,
     const int *__restrict__ cand_contig, const long long *__restrict__ win_start,
     unsigned long long *__restrict__ counts, int *__restrict__ out_row, int *__restrict__ out_contig,
     long long *__restrict__ out_start, long long *__restrict__ out_end, int *__restrict__ out_edits,
@@ -174,6 +175,6 @@ extern "C" __global__ void found_mappings(
         out_contig[slot + k] = cand_contig[t];
         out_start[slot + k] = win_start[t] + starts[k * n + t];
         out_end[slot + k] = win_start[t] + ends[k * n + t] + 1;
-        out_edits[slot + k] = best[t];
+        out_edits[slot + k] = edits[k * n + t];
     }
 }

@@ -1,12 +1,16 @@
 /* myers.cu: verification of candidate windows on the GPU, one thread per window.
  *
- * What it computes (the contract of mapper/verify.py, identical to edlib HW mode with k = e, task
- * "locations"): for the read R (length L) and its window T (length W),
- *   d      = min over end columns j of D[L][j], the semi-global edit distance (free start and end in T),
- *            or -1 when d > e;
- *   ends   = every column j (0-based, inclusive) with D[L][j] == d, in increasing order;
- *   starts = for each end, the leftmost s such that the global distance NW(R, T[s..end]) == d.
- * N never matches: a read N sets no bit of any Peq mask, a reference N (code CODE_N) has Eq = 0.
+ * What it computes (the contract of mapper/verify.py, which computes the same on the host): for the read
+ * R (length L) and its window T (length W), D[j] = D[L][j], the semi-global edit distance of the whole
+ * read ending at column j (free start in T), and the window's *cover*:
+ *   repeat: take the column j with the fewest edits D[j] <= e (leftmost on ties) among those not yet
+ *           covered, and cover every column within e of j;
+ *   best   = the fewest edits D[j] of the window, or -1 when it is above e;
+ *   ends   = the taken columns (0-based, inclusive), in the order taken; edits = their D[j];
+ *   starts = for each end, the leftmost s such that the global distance NW(R, T[s..end]) == D[end].
+ * The cover keeps every end within e of a reported one without chaining ends transitively (mapper/verify.py
+ * select_loci turns the windows' covers into the read's loci). N never matches: a read N sets no bit of
+ * any Peq mask, a reference N (code CODE_N) has Eq = 0.
  *
  * Algorithm: Myers' bit-vector edit distance (J. ACM 46(3), 1999) in the block form of Hyyrö (2003):
  * the column of D is held as vertical delta vectors Pv (+1) and Mv (-1), one bit per read row, in
@@ -21,19 +25,25 @@
  * Boundaries: the first column D[i][0] = i (Pv all ones, score L). The top row is free in the forward,
  * semi-global pass (hin = 0 into word 0) and costs one per column in the reverse prefix pass (hin = +1).
  *
+ * The cover is taken level by level from the stored last row D (one byte a column): for d = best..e, a
+ * left-to-right sweep takes each column still at d and overwrites its e-neighbourhood with 255, which is the
+ * order (d, column) of the rule exactly.
+ *
  * Starts: for each end, a second pass aligns the reversed read against the window read backwards from
- * that end (prefix mode, anchored at the end); the largest column whose last-row score equals d gives
- * the leftmost start. That is exactly how edlib finds its start locations.
+ * that end (prefix mode, anchored at the end); the largest column whose last-row score equals the end's
+ * distance gives the leftmost start. That is exactly how edlib finds its start locations.
  *
  * In : genome      uint8  [G]   codes 0..3, CODE_N; resident for the whole run
  *      reads       uint8  [R]   the batch's strand rows, concatenated codes
  *      read_start  int64  [n]   first base of each window's read in `reads`; read_len int32 [n]
  *      max_e       int32  [n]   e of each window's read
  *      win_start   int64  [n]   first genome base of each window; win_len int32 [n]
- * Out: best       int32  [n]   d, or -1
- *      n_ends     int32  [n]   number of optimal ends (may exceed MAX_ENDS: the host then redoes it)
- *      ends, starts int32 [MAX_ENDS * n], word-major (ends[k * n + i]), relative to the window start
- * JIT constants (-D): MAX_WORDS = ceil(longest read / 64), MAX_ENDS, CODE_N.
+ * Out: best       int32  [n]   the window's fewest edits, or -1
+ *      n_ends     int32  [n]   number of taken ends; more than MAX_ENDS, or a window longer than MAX_WIN,
+ *                              is reported as MAX_ENDS + 1 and the host redoes the window
+ *      ends, starts, edits int32 [MAX_ENDS * n], word-major (ends[k * n + i]), relative to the window start
+ * JIT constants (-D): MAX_WORDS = ceil(longest read / 64), MAX_ENDS, MAX_WIN (the longest window,
+ * L + 3e for a band of e + 1 diagonals), CODE_N.
  */
 #include "common.cuh"
 
@@ -42,6 +52,9 @@
 #endif
 #ifndef MAX_ENDS
 #define MAX_ENDS 8
+#endif
+#ifndef MAX_WIN
+#define MAX_WIN (64 * MAX_WORDS + 76)
 #endif
 typedef unsigned long long u64;
 
@@ -116,7 +129,7 @@ extern "C" __global__ void verify_windows(
     const int *__restrict__ max_e, const long long *__restrict__ win_start,
     const int *__restrict__ win_len, const int n,
     int *__restrict__ best_out, int *__restrict__ n_ends_out,
-    int *__restrict__ ends_out, int *__restrict__ starts_out)
+    int *__restrict__ ends_out, int *__restrict__ starts_out, int *__restrict__ edits_out)
 {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n)
@@ -128,27 +141,23 @@ extern "C" __global__ void verify_windows(
     const int last_bit = (L - 1) & 63;
     const uint8_t *read = reads + read_start[i];
     const uint8_t *win = genome + win_start[i];
+    if (W > MAX_WIN) {  /* not a band's window: the host takes it */
+        best_out[i] = 0;
+        n_ends_out[i] = MAX_ENDS + 1;
+        return;
+    }
 
     u64 pA[MAX_WORDS], pC[MAX_WORDS], pG[MAX_WORDS], pT[MAX_WORDS], Pv[MAX_WORDS], Mv[MAX_WORDS];
+    uint8_t D[MAX_WIN];
 
-    /* Forward, semi-global pass: the best last-row score and the columns where it occurs. */
+    /* Forward, semi-global pass: the last row, kept one byte a column. */
     build_peq(read, L, 0, pA, pC, pG, pT);
     reset(Pv, Mv);
-    int score = L, best = e + 1, count = 0;
-    int ends[MAX_ENDS];
+    int score = L, best = e + 1;
     for (int j = 0; j < W; ++j) {
         score += advance(Pv, Mv, pA, pC, pG, pT, win[j], nw, last_bit, 0);
-        if (score < best) {
-            best = score;
-            count = 0;
-        }
-        if (score == best) {
-#pragma unroll
-            for (int k = 0; k < MAX_ENDS; ++k)
-                if (k == count)
-                    ends[k] = j;
-            ++count;
-        }
+        D[j] = (uint8_t)min(score, 255);
+        best = min(best, score);
     }
     if (best > e) {
         best_out[i] = -1;
@@ -156,10 +165,31 @@ extern "C" __global__ void verify_windows(
         return;
     }
     best_out[i] = best;
-    n_ends_out[i] = count;
 
-    /* Reverse prefix passes: the leftmost start of a cost-`best` alignment ending at each end. An
-     * alignment of L read bases with `best` edits spans at most L + best reference bases. */
+    /* The cover, level by level (see above). */
+    int count = 0;
+    int ends[MAX_ENDS], dist[MAX_ENDS];
+    for (int d = best; d <= e; ++d) {
+        for (int j = 0; j < W; ++j) {
+            if (D[j] != d)
+                continue;
+#pragma unroll
+            for (int k = 0; k < MAX_ENDS; ++k)
+                if (k == count) {
+                    ends[k] = j;
+                    dist[k] = d;
+                }
+            ++count;
+            for (int c = j > e ? j - e : 0; c <= min(j + e, W - 1); ++c)
+                D[c] = 255;
+        }
+    }
+    n_ends_out[i] = count;
+    if (count > MAX_ENDS)
+        return;
+
+    /* Reverse prefix passes: the leftmost start of an alignment of each end's cost ending there. An
+     * alignment of L read bases with d edits spans at most L + d reference bases. */
     build_peq(read, L, 1, pA, pC, pG, pT);
 #pragma unroll
     for (int k = 0; k < MAX_ENDS; ++k) {
@@ -167,14 +197,32 @@ extern "C" __global__ void verify_windows(
             const int end = ends[k];
             reset(Pv, Mv);
             int s = L, farthest = 0;
-            const int span = min(end + 1, L + best);
+            const int span = min(end + 1, L + dist[k]);
             for (int j = 1; j <= span; ++j) {
                 s += advance(Pv, Mv, pA, pC, pG, pT, win[end - (j - 1)], nw, last_bit, 1);
-                if (s == best)
+                if (s == dist[k])
                     farthest = j;
             }
             ends_out[k * n + i] = end;
             starts_out[k * n + i] = end - farthest + 1;
+            edits_out[k * n + i] = dist[k];
         }
     }
 }
+
+#ifdef GKMAP_HOST
+/* The host target (mapper/backends/host.py): the kernel above for every window, over `threads` OpenMP
+ * threads, each window's work being one "thread" of the launch as on the GPU. */
+extern "C" void verify_windows_host(
+    const int threads, const uint8_t *genome, const uint8_t *reads, const long long *read_start,
+    const int *read_len, const int *max_e, const long long *win_start, const int *win_len, const int n,
+    int *best_out, int *n_ends_out, int *ends_out, int *starts_out, int *edits_out)
+{
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 64)
+    for (int t = 0; t < n; ++t) {
+        threadIdx.x = t;
+        verify_windows(genome, reads, read_start, read_len, max_e, win_start, win_len, n,
+                       best_out, n_ends_out, ends_out, starts_out, edits_out);
+    }
+}
+#endif

@@ -121,7 +121,7 @@ def find_loci(batch, index, backend, filter_mode, fixed_e, reads_path, counters,
     """`find_mappings`, then one mapping per locus (render.BatchLoci)."""
     rows, maps = find_mappings(batch, index, backend, filter_mode, fixed_e, reads_path, counters, dump)
     with counters.timed("verify"):
-        return batch_loci(rows, maps, len(batch))
+        return batch_loci(rows, maps, len(batch), index.reference)
 
 
 def count_batch(counters, rendered):

@@ -45,9 +45,9 @@ class BatchLoci:
     nh: np.ndarray        # loci per read [n]
 
 
-def batch_loci(rows, maps, n_reads):
-    """One mapping per locus (verify.select_loci) of a batch's verified mappings, with read, strand and NH."""
-    loci = select_loci(rows, maps)
+def batch_loci(rows, maps, n_reads, reference):
+    """The reported mappings (verify.select_loci) of a batch's verified mappings, with read, strand and NH."""
+    loci = select_loci(rows, maps, reference)
     read = rows.read_of(loci.row)
     return BatchLoci(rows, loci, read, rows.strand_of(loci.row), np.bincount(read, minlength=n_reads))
 
@@ -81,7 +81,7 @@ class Rendered:
 def render(batch, rows, maps, reference, best, max_records, want_unmapped):
     """SAM text of `batch` from its verified mappings (`rows`: its StrandRows)."""
     t0 = time.perf_counter()
-    found = batch_loci(rows, maps, len(batch))
+    found = batch_loci(rows, maps, len(batch), reference)
     loci, read, strand = cap_records(found, best, max_records)
     cigars, mds, nms = describe(rows, loci, reference)
     t1 = time.perf_counter()

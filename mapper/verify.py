@@ -1,24 +1,45 @@
 """Verification: the exact edit distance of each candidate window, and the loci the read maps to.
 
 Input : `StrandRows`, `Candidates` (surviving the filter), the `Reference`.
-Output: `Mappings` (row, contig, start, end, edits): every end position in each window where the whole
-        read aligns semi-globally (free reference ends) with the window's fewest edits d, if d <= e, each with
-        the *leftmost* start of an alignment of cost d ending there; global coordinates, end exclusive.
-        edlib (HW mode, k = e, task "locations") computes exactly this (its start is found by a reverse
-        prefix alignment taking the farthest position, checked against brute force in the tests); N never
-        matches (alphabet.py). Every backend must return this same set, so the SAM is the same.
+Output: `Mappings` (row, contig, start, end, edits): each window's *cover*. For a window T and the read R,
+        D[j] is the fewest edits of an alignment of the whole of R ending at T[j] (semi-global: free start);
+        the cover takes the end with the fewest edits (leftmost on ties), then, among ends with D <= e more
+        than e away from every taken end, again the fewest, until none is left. Each taken end comes with
+        the *leftmost* start (inside the window) of an alignment of cost D[j] ending there; global
+        coordinates, end exclusive. N never matches (alphabet.py). kernels/myers.cu computes the same set,
+        so every backend writes the same SAM; here it is mapper/myers.py's numpy Myers.
 
-`select_loci` then applies CONVENTIONS.md: mappings of one read on one strand of one contig whose ends lie
-within e of each other are one locus, reported once as its mapping with the fewest edits, then the
-leftmost start; a read's loci are ordered by edits, contig, start, forward before reverse.
+`select_loci` turns the windows' covers into the read's reported mappings, whose rule (the greedy cover of
+every end within e, never chained transitively) its docstring states.
 """
 import math
 from dataclasses import dataclass, fields
 
-import edlib
 import numpy as np
 
-from mapper.alphabet import READ_ASCII
+from mapper.myers import last_rows, leftmost_starts
+from mapper.options import MAX_E
+from mapper.seeding import ragged_arange
+
+MAX_ENDS = 8  # ends of a window's cover the kernels keep (a band's window has at most five); more: host
+
+
+def kernel_defines(longest):
+    """-D constants of kernels/myers.cu for reads of at most `longest` bases (both targets)."""
+    words = max(1, -(-int(longest) // 64))
+    return dict(MAX_WORDS=words, MAX_ENDS=MAX_ENDS, MAX_WIN=64 * words + 3 * MAX_E + 1)
+
+
+def kernel_mappings(row, contig, win_start, best, n_ends, ends, starts, edits):
+    """Mappings of the kernel's per-window answers (ends, starts, edits: planes [MAX_ENDS, n], window-
+    relative), and the indices of the windows whose cover overflowed MAX_ENDS (for the host to redo)."""
+    over = n_ends > MAX_ENDS
+    done = np.flatnonzero((best >= 0) & ~over)
+    owner, k = ragged_arange(n_ends[done])
+    w = done[owner]
+    base = win_start[w]
+    return (Mappings(row[w], contig[w], base + starts[k, w], base + ends[k, w] + 1, edits[k, w].astype(np.int64)),
+            np.flatnonzero(over))
 
 
 @dataclass
@@ -41,46 +62,142 @@ class Mappings:
         return cls(*(np.concatenate([getattr(m, f.name) for m in parts]) for f in fields(cls)))
 
 
-def verify(rows, cands, reference):
-    """edlib on every candidate window (one call per window; the hot loop the cuda backend replaces)."""
+def verify(rows, cands, reference, budget=1 << 25):
+    """Every window's cover (the module docstring) by the numpy Myers of mapper/myers.py: windows in
+    chunks of at most `budget` reference bases, so memory is bounded whatever the batch holds."""
     wstart, wend = cands.windows(rows, reference)
-    read_ascii = READ_ASCII[rows.codes]
-    ref_ascii = reference.ascii
-    out = ([], [], [], [], [])
-    for row, contig, ws, we, s, length, e in zip(
-            cands.row.tolist(), cands.contig.tolist(), wstart.tolist(), wend.tolist(),
-            rows.start[cands.row].tolist(), rows.length[cands.row].tolist(), rows.e[cands.row].tolist()):
-        result = edlib.align(read_ascii[s:s + length].tobytes(), ref_ascii[ws:we].tobytes(),
-                             mode="HW", task="locations", k=e)
-        edits = result["editDistance"]
-        if edits < 0:
+    width = wend - wstart
+    chunk = np.cumsum(width) // budget
+    cut = np.flatnonzero(np.diff(chunk)) + 1
+    parts = [_verify_chunk(rows, cands.row[a:b], cands.contig[a:b], wstart[a:b], width[a:b], reference)
+             for a, b in zip(np.r_[0, cut], np.r_[cut, len(width)])]
+    return Mappings.concat(parts) if parts else _no_mappings()
+
+
+def _verify_chunk(rows, row, contig, wstart, width, reference):
+    window, end, edits, first = window_covers(reference.codes, rows.codes, rows.start[row], rows.length[row],
+                                              rows.e[row], wstart, width)
+    return Mappings(row[window], contig[window], first, end + 1, edits)
+
+
+def window_covers(genome, codes, read_start, read_len, e, win_start, win_len):
+    """The cover of each window (the module docstring) as flat arrays: (window, end, edits, start), ends
+    inclusive and starts in genome coordinates, ordered by window, then end."""
+    D, offsets = last_rows(genome, codes, read_start, read_len, win_start, win_len, int(e.max(initial=0)) + 1)
+    window, column, edits = greedy_cover(D, offsets, e)
+    end = win_start[window] + column
+    first = leftmost_starts(genome, codes, read_start[window], read_len[window], end, edits, win_start[window])
+    return window, end, edits, first
+
+
+def _no_mappings():
+    return Mappings(*(np.zeros(0, dtype=np.int64) for _ in fields(Mappings)))
+
+
+def greedy_cover(D, offsets, e):
+    """The cover of each row of distances (row p: D[offsets[p]:offsets[p+1]], radius e[p]): repeatedly take
+    the column with the fewest edits (leftmost on ties) among those with at most e[p] not yet covered, and
+    cover every column within e[p] of it. Returns (row, column, edits) of the taken columns, int64.
+
+    Vectorised by levels: at level d every column of distance d not covered by a lower level's pick is
+    taken left to right unless a pick of the same level lies within e to its left, which is the greedy
+    order (d, column) exactly. Pick chains of one level run in rounds (one per pick of the longest chain:
+    one round unless the read sits in a tandem repeat)."""
+    cand = np.flatnonzero(D <= int(e.max(initial=0)))
+    seg = np.searchsorted(offsets, cand, side="right") - 1
+    keep = D[cand] <= e[seg]
+    cand, seg = cand[keep], seg[keep]
+    d, radius = D[cand].astype(np.int64), e[seg]
+    picked = np.zeros(len(cand), dtype=bool)
+    for level in np.unique(d).tolist():
+        at = np.flatnonzero(d == level)
+        at = at[~_near_pick(cand, seg, radius, picked, at)]
+        if not len(at):
             continue
-        for first, last in result["locations"]:
-            for column, value in zip(out, (row, contig, ws + first, ws + last + 1, edits)):
-                column.append(value)
-    return Mappings(*(np.array(c, dtype=np.int64) for c in out))
+        pos, own, r = cand[at], seg[at], radius[at]
+        run_start = np.ones(len(at), dtype=bool)
+        run_start[1:] = (own[1:] != own[:-1]) | (pos[1:] - pos[:-1] > r[1:])
+        run = np.cumsum(run_start)
+        beyond = np.searchsorted(pos, pos + r, side="right")  # the first of the level past each one's reach
+        take = np.zeros(len(at), dtype=bool)
+        frontier = np.flatnonzero(run_start)
+        while len(frontier):
+            take[frontier] = True
+            nxt = beyond[frontier]
+            ok = nxt < len(at)
+            frontier = nxt[ok][run[nxt[ok]] == run[frontier[ok]]]
+        picked[at[take]] = True
+    cand, seg = cand[picked], seg[picked]
+    return seg, cand - offsets[seg], d[picked]
 
 
-def select_loci(rows, maps):
-    """One mapping per locus, in report order (read, then edits, contig, start, strand).
+def _near_pick(pos, seg, radius, picked, at):
+    """bool per index in `at`: a picked column of the same row lies within its radius."""
+    taken = np.flatnonzero(picked)
+    if not len(taken):
+        return np.zeros(len(at), dtype=bool)
+    k = np.searchsorted(pos[taken], pos[at])
+    near = np.zeros(len(at), dtype=bool)
+    for side in (np.maximum(k - 1, 0), np.minimum(k, len(taken) - 1)):
+        t = taken[side]
+        near |= (seg[t] == seg[at]) & (np.abs(pos[t] - pos[at]) <= radius[at])
+    return near
 
-    Global coordinates order contigs as the contig table does and a mapping lies inside its contig, so
-    ordering by end (or start) also orders by contig: the sorts need no contig key."""
+
+def select_loci(rows, maps, reference):
+    """The reported mappings of each read, in report order (read, then edits, contig, start, strand).
+
+    The rule (README, "What is reported"): on each strand and contig, let D(x) be the fewest edits of an
+    alignment of the whole read ending at reference base x. The greedy cover of {x : D(x) <= e} is
+    reported: the end with the fewest edits (leftmost on ties), then, among ends more than e from every
+    end reported so far, again the fewest edits, and so on. So a mapping within e is hidden only when a
+    reported end lies within e of its end, never transitively, and each reported mapping has the leftmost
+    start of an alignment of its cost.
+
+    The windows' covers (`verify`) already give this wherever one end stands alone: every end within e is
+    within e of some window's pick, so a pick with no other pick within 3e decides its neighbourhood. Picks
+    closer than that (tandem repeats, near copies) are recomputed over the whole stretch (`_refine`)."""
     if not len(maps):
         return maps
-    read, strand = rows.read_of(maps.row), rows.strand_of(maps.row)
-    order = _sort_order(read, strand, maps.end)
-    maps, read, strand = maps.take(order), read[order], strand[order]
+    order = _sort_order(maps.row, maps.end, maps.edits, maps.start)
+    maps = maps.take(order)
+    first = np.ones(len(maps), dtype=bool)  # one pick per end: the fewest edits, then the leftmost start
+    first[1:] = (maps.row[1:] != maps.row[:-1]) | (maps.end[1:] != maps.end[:-1])
+    maps = maps.take(first)
+    e = rows.e[maps.row]
     new = np.ones(len(maps), dtype=bool)
-    new[1:] = ((read[1:] != read[:-1]) | (strand[1:] != strand[:-1]) | (maps.contig[1:] != maps.contig[:-1])
-               | (maps.end[1:] - maps.end[:-1] > rows.e[maps.row[1:]]))
-    # each locus' first mapping (in this order) with the fewest edits, then the leftmost start
-    locus = np.cumsum(new) - 1
-    rank = maps.edits * (int(maps.start.max()) + 1) + maps.start
-    candidate = np.flatnonzero(rank == np.minimum.reduceat(rank, np.flatnonzero(new))[locus])
-    keep = candidate[np.r_[True, locus[candidate[1:]] != locus[candidate[:-1]]]]
-    maps, read, strand = maps.take(keep), read[keep], strand[keep]
+    new[1:] = ((maps.row[1:] != maps.row[:-1]) | (maps.contig[1:] != maps.contig[:-1])
+               | (maps.end[1:] - maps.end[:-1] > 3 * e[1:]))
+    group = np.cumsum(new) - 1
+    size = np.bincount(group)
+    alone = size[group] == 1
+    if not alone.all():
+        crowded = maps.take(~alone)
+        maps = Mappings.concat([maps.take(alone), _refine(rows, crowded, group[~alone], reference)])
+    read, strand = rows.read_of(maps.row), rows.strand_of(maps.row)
     return maps.take(_sort_order(read, maps.edits, maps.start, strand))
+
+
+def _refine(rows, maps, group, reference):
+    """The greedy cover of each group of nearby picks, from the read's distances over the group's whole
+    stretch: ends from e before the first pick to e after the last, every alignment of them (at most L + e
+    reference bases each) inside the text."""
+    first = np.flatnonzero(np.r_[True, group[1:] != group[:-1]])
+    last = np.r_[first[1:], len(group)] - 1
+    row, contig = maps.row[first], maps.contig[first]
+    e, length = rows.e[row], rows.length[row]
+    lo_contig, hi_contig = reference.starts[contig], reference.ends[contig]
+    zone = np.maximum(maps.end[first] - 1 - e, lo_contig)
+    text = np.maximum(zone - length - e + 1, lo_contig)
+    width = np.minimum(maps.end[last] + e, hi_contig) - text
+    D, offsets = last_rows(reference.codes, rows.codes, rows.start[row], length, text, width, int(e.max()) + 1)
+    owner, column = ragged_arange(zone - text)
+    D[offsets[owner] + column] = int(e.max()) + 1  # ends before the zone belong to no pick of this group
+    window, column, edits = greedy_cover(D, offsets, e)
+    end = text[window] + column
+    start = leftmost_starts(reference.codes, rows.codes, rows.start[row[window]], length[window], end, edits,
+                            text[window])
+    return Mappings(row[window], contig[window], start, end + 1, edits)
 
 
 def _sort_order(*keys):

@@ -1,7 +1,7 @@
 """A stand-in for mapper.backends.cuda that runs kernels/*.cu on the CPU, for CI (which has no GPU).
 
-Each kernel source is compiled as host C++ (g++, which nvcc needs anyway) with a shim for the CUDA
-keywords; a launch calls the kernel once per thread index. Device buffers are numpy byte arrays. With it,
+Each kernel source is compiled as host C++ (g++, which nvcc needs anyway) with the cpu backend's shim for the
+CUDA keywords (mapper/backends/host.py); a launch calls the kernel once per thread index. Device buffers are numpy byte arrays. With it,
 the cuda backend's own Python code (chunking, prefix sums, compaction, result assembly) and its kernels run
 unchanged in CI; on a GPU the same tests run against the real device (tests marked `gpu`).
 """
@@ -16,29 +16,8 @@ from pathlib import Path
 import numpy as np
 
 from mapper.backends.cuda import KERNEL_DIR, code_defines
+from mapper.backends.host import SHIM
 
-SHIM = """
-#include <algorithm>
-using std::min;
-struct Dim { int x; };
-static Dim blockIdx{0}, blockDim{1}, threadIdx{0};
-extern "C" void gkmap_set_thread(int i) { threadIdx.x = i; }
-#define __global__
-#define __host__
-#define __device__
-static inline int __popc(unsigned int x) { return __builtin_popcount(x); }
-static inline int __popcll(unsigned long long x) { return __builtin_popcountll(x); }
-static inline unsigned int __brev(unsigned int x) {
-  x = ((x >> 1) & 0x55555555u) | ((x & 0x55555555u) << 1);
-  x = ((x >> 2) & 0x33333333u) | ((x & 0x33333333u) << 2);
-  x = ((x >> 4) & 0x0F0F0F0Fu) | ((x & 0x0F0F0F0Fu) << 4);
-  x = ((x >> 8) & 0x00FF00FFu) | ((x & 0x00FF00FFu) << 8);
-  return (x >> 16) | (x << 16);
-}
-#define __forceinline__ inline
-#define __restrict__
-#include "SOURCE"
-"""
 _BUILD = Path(tempfile.mkdtemp(prefix="gkmap-host-cuda-"))
 
 

@@ -65,7 +65,7 @@ def map_all(backend, index, reads, n, e, memory=None):
     counters = Counters()
     batch = next(read_batches(reads, n))
     rows, maps = find_mappings(batch, index, backend, None, e, str(reads), counters)
-    loci = batch_loci(rows, maps, len(batch)).loci
+    loci = batch_loci(rows, maps, len(batch), index.reference).loci
     return loci, counters.seeding
 
 

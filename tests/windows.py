@@ -1,13 +1,13 @@
-"""Verification windows built to sit at distances e-1, e and e+1 from their read, and edlib's answer for
-them: the oracle for kernels/myers.cu (on the GPU, and compiled as host C++ in CI).
+"""Verification windows built to sit at distances e-1, e and e+1 from their read, and the host's answer
+for them (mapper/verify.py window_covers, itself checked against a plain dynamic programme and edlib in
+tests/test_myers_host.py): the oracle for kernels/myers.cu (on the GPU, and compiled as host C++ in CI).
 
 Each window is random flank + the read with k in {e-1, e, e+1} substitutions (a reference N now and then),
 plus one insertion or deletion in some windows + random flank. Generated with numpy, whole groups at once.
 """
-from concurrent.futures import ProcessPoolExecutor
-
-import edlib
 import numpy as np
+
+from mapper.verify import window_covers
 
 READ_LETTERS = np.frombuffer(b"ACGTN", dtype=np.uint8)
 REF_LETTERS = np.frombuffer(b"ACGTn", dtype=np.uint8)
@@ -58,36 +58,26 @@ def make_windows(n, seed=7, lengths=(100, 150), thresholds=(2, 4, 5, 6, 7)):
     return reads, genome, read_start, read_len, max_e, win_start, win_len
 
 
-def _edlib_chunk(args):
-    reads, genome, read_start, read_len, max_e, win_start, win_len = args
-    out = []
-    for rs, rl, e, ws, wl in zip(read_start.tolist(), read_len.tolist(), max_e.tolist(), win_start.tolist(), win_len.tolist()):
-        r = edlib.align(READ_LETTERS[reads[rs:rs + rl]].tobytes(), REF_LETTERS[genome[ws:ws + wl]].tobytes(),
-                        mode="HW", task="locations", k=e)
-        out.append((r["editDistance"], sorted(r["locations"], key=lambda x: x[1]) if r["editDistance"] >= 0 else []))
+def host_answers(reads, genome, read_start, read_len, max_e, win_start, win_len):
+    """[(best or -1, [(end, edits, start), ...] sorted by end)] per window, window-relative, end inclusive."""
+    window, end, edits, start = window_covers(genome, reads, read_start, read_len, max_e, win_start, win_len)
+    out = [(-1, []) for _ in range(len(read_start))]
+    for w, x, d, s in zip(window.tolist(), (end - win_start[window]).tolist(), edits.tolist(),
+                          (start - win_start[window]).tolist()):
+        best, taken = out[w]
+        out[w] = (d if best < 0 else min(best, d), taken + [(x, d, s)])
     return out
 
 
-def edlib_answers(reads, genome, read_start, read_len, max_e, win_start, win_len, workers=1):
-    """[(best or -1, [(start, end), ...] sorted by end)] per window, end inclusive, window-relative."""
-    n = len(read_start)
-    chunks = np.array_split(np.arange(n), max(1, workers * 4))
-    args = [(reads, genome, read_start[c], read_len[c], max_e[c], win_start[c], win_len[c]) for c in chunks]
-    if workers == 1:
-        return [x for a in args for x in _edlib_chunk(a)]
-    with ProcessPoolExecutor(workers) as pool:
-        return [x for part in pool.map(_edlib_chunk, args) for x in part]
-
-
-def compare(answers, best, n_ends, ends, starts, max_ends):
-    """Number of windows whose kernel result differs from edlib's (windows over max_ends ends: count only)."""
+def compare(answers, best, n_ends, ends, starts, edits, max_ends):
+    """Number of windows whose kernel result differs from the host's (windows over max_ends ends: count only)."""
     bad = 0
-    for i, (d, locations) in enumerate(answers):
-        if best[i] != d or n_ends[i] != len(locations):
+    for i, (d, taken) in enumerate(answers):
+        if best[i] != d or n_ends[i] != len(taken):
             bad += 1
             continue
-        k = min(int(n_ends[i]), max_ends)
-        got = [(int(starts[j, i]), int(ends[j, i])) for j in range(k)]
-        if got != locations[:k]:
-            bad += 1
+        if n_ends[i] > max_ends:
+            continue
+        got = sorted((int(ends[j, i]), int(edits[j, i]), int(starts[j, i])) for j in range(int(n_ends[i])))
+        bad += got != taken
     return bad

@@ -43,23 +43,31 @@ def _cache_dir():
 @functools.lru_cache(maxsize=None)
 def cubin(source, defines, arch):
     """The binary of kernels/`source` compiled with `defines` (sorted (name, value) pairs) for `arch`
-    (e.g. "sm_90"), from an on-disk cache keyed by the sources (the .cu and every .cuh), the defines, the GPU's
-    architecture and the nvcc binary. PyCUDA's own cache asks nvcc for its version and runs the preprocessor
-    on every look-up, which costs about half a second per run; this one costs a hash and a file read."""
+    (e.g. "sm_90"), from the on-disk cache (`cached_build`). PyCUDA's own cache asks nvcc for its version and
+    runs the preprocessor on every look-up, which costs about half a second per run; this one costs a hash
+    and a file read."""
     nvcc = shutil.which("nvcc") or "nvcc"
-    digest = hashlib.sha256(repr((source, defines, arch, nvcc, _mtime(nvcc))).encode())
+    return cached_build(source, defines, (arch, nvcc, _mtime(nvcc)), ".cubin",
+                        lambda out: [nvcc, "-cubin", f"-arch={arch}", f"-I{KERNEL_DIR}",
+                                     *(f"-D{k}={v}" for k, v in defines), "-o", out, str(KERNEL_DIR / source)])
+
+
+def cached_build(source, defines, tool, suffix, command):
+    """The bytes built from kernels/`source` by `command(output path)` (a compiler's argv), kept in an on-disk
+    cache keyed by the sources (the .cu and every .cuh), the defines and `tool` (the compiler, its target),
+    so a changed kernel or compiler is never served a stale binary. Written by rename: concurrent runs
+    never see a partial file."""
+    digest = hashlib.sha256(repr((source, defines, tool)).encode())
     for path in sorted(KERNEL_DIR.glob("*.cuh")) + [KERNEL_DIR / source]:
         digest.update(path.read_bytes())
-    cached = _cache_dir() / f"{Path(source).stem}-{digest.hexdigest()[:32]}.cubin"
+    cached = _cache_dir() / f"{Path(source).stem}-{digest.hexdigest()[:32]}{suffix}"
     if cached.exists():
         return cached.read_bytes()
-    with tempfile.TemporaryDirectory(prefix="gkmap-nvcc-") as tmp:
-        out = Path(tmp) / "k.cubin"
-        done = subprocess.run([nvcc, "-cubin", f"-arch={arch}", f"-I{KERNEL_DIR}",
-                               *(f"-D{k}={v}" for k, v in defines), "-o", str(out), str(KERNEL_DIR / source)],
-                              capture_output=True, text=True)
+    with tempfile.TemporaryDirectory(prefix="gkmap-build-") as tmp:
+        out = Path(tmp) / f"k{suffix}"
+        done = subprocess.run(command(str(out)), capture_output=True, text=True)
         if done.returncode:
-            raise RuntimeError(f"nvcc could not compile kernels/{source}: {done.stderr.strip()}")
+            raise RuntimeError(f"could not compile kernels/{source}: {done.stderr.strip()}")
         binary = out.read_bytes()
     with contextlib.suppress(OSError):  # an unwritable cache only costs the next run a compile
         cached.parent.mkdir(parents=True, exist_ok=True)

@@ -3,9 +3,9 @@ GPU, with the reference and the k-mer index resident in device memory for the wh
 
 Stage placement is reported in the run summary, so a silent cpu fallback cannot hide; the GateKeeper
 filter runs on the GPU through mapper/filters. The seeding kernels reproduce the numpy seeder's
-candidates and counts exactly (tests/test_cuda_mapping.py compares them). The verification kernel returns, per window, the best distance, every optimal end and its leftmost start: exactly
-edlib's answer (mapper/verify.py's contract), so the SAM equals the cpu backend's byte for byte. A window
-with more than MAX_ENDS optimal ends (long tandem repeats) is redone on the host with edlib.
+candidates and counts exactly (tests/test_cuda_mapping.py compares them). The verification kernel returns, per window, its cover (the ends taken, each with its distance and leftmost
+start: mapper/verify.py's contract), so the SAM equals the cpu backend's byte for byte. A window whose
+cover has more than MAX_ENDS ends (long tandem repeats) is redone on the host (mapper/verify.py).
 
 pycuda is imported here and in mapper/backends/cuda.py only, and only when the cuda backend is asked for.
 """
@@ -19,9 +19,8 @@ from mapper.backends.base import Backend
 from mapper.filters import windows
 from mapper.filters._gpu import faithful_defines, improved_defines
 from mapper.seeding import Candidates, SeedStats
-from mapper.verify import Mappings, verify as host_verify
+from mapper.verify import MAX_ENDS, Mappings, kernel_defines, verify as host_verify
 
-MAX_ENDS = 8
 COLUMNS = (np.int32, np.int32, np.int64, np.int64)  # device candidates: row, contig, lo, hi
 BAND_CAPACITY = 1 << 25  # hits (band slots) per seeding launch; rows are launched in chunks that fit
 SEED_GROUP = 32  # threads per chosen k-mer labelling its hits (seed.cu seed_hit_kmers)
@@ -288,12 +287,12 @@ class CudaBackend(Backend):
         win_start, win_len = cuda.scratch(8 * n), cuda.scratch(4 * n)
         cuda.launch(gather("candidate_windows"), n, row, contig, lo, hi, np.int64(n), dev.start, dev.length, dev.e,
                     contig_starts, contig_ends, read_start, read_len, max_e, win_start, win_len)
-        best, n_ends, ends, starts = _verify_device(genome, dev.codes, read_start, read_len, max_e, win_start, win_len,
-                                                    n, int(rows.length.max()))
+        best, n_ends, ends, starts, edits = _verify_device(genome, dev.codes, read_start, read_len, max_e, win_start,
+                                                           win_len, n, int(rows.length.max()))
         # found windows -> mapping records on the device (gather.cu found_mappings): count, then write
         found = gather("found_mappings")
         counts = cuda.scratch_copy(np.zeros(2, dtype=np.uint64))
-        common = (best, n_ends, ends, starts, np.int64(n), np.int32(MAX_ENDS), row, contig, win_start, counts)
+        common = (best, n_ends, ends, starts, edits, np.int64(n), np.int32(MAX_ENDS), row, contig, win_start, counts)
         cuda.launch(found, n, *common, *(np.intp(0),) * 6)
         n_maps, n_over = (int(c) for c in cuda.from_device(counts, (2,), np.uint64))
         out = [cuda.scratch(size * n_maps) for size in (4, 4, 8, 8, 4)]
@@ -414,23 +413,22 @@ def _take(buffer, n_src, index, planes=1, dtype=np.int32):
 
 def _verify_device(genome, reads, read_start, read_len, max_e, win_start, win_len, n, longest):
     """kernels/myers.cu on n windows given as device arrays; returns the device outputs
-    (best, n_ends, ends [MAX_ENDS, n], starts [MAX_ENDS, n])."""
-    words = max(1, -(-int(longest) // 64))
-    kernel = cuda.function("myers.cu", "verify_windows", MAX_WORDS=words, MAX_ENDS=MAX_ENDS)
+    (best, n_ends, ends [MAX_ENDS, n], starts [MAX_ENDS, n], edits [MAX_ENDS, n])."""
+    kernel = cuda.function("myers.cu", "verify_windows", **{**kernel_defines(longest), "MAX_ENDS": MAX_ENDS})
     best, n_ends = cuda.scratch(4 * n), cuda.scratch(4 * n)
-    ends, starts = cuda.scratch(4 * MAX_ENDS * n), cuda.scratch(4 * MAX_ENDS * n)
+    ends, starts, edits = (cuda.scratch(4 * MAX_ENDS * n) for _ in range(3))
     cuda.launch(kernel, n, genome, reads, read_start, read_len, max_e, win_start, win_len, np.int32(n),
-                best, n_ends, ends, starts)
-    return best, n_ends, ends, starts
+                best, n_ends, ends, starts, edits)
+    return best, n_ends, ends, starts, edits
 
 
 def verify_windows(genome, reads, read_start, read_len, max_e, win_start, win_len):
     """kernels/myers.cu on n windows given as host arrays (tests and the paper's verification timing).
-    Returns host arrays best [n], n_ends [n], ends [MAX_ENDS, n], starts [MAX_ENDS, n] (window-relative)."""
+    Returns host arrays best [n], n_ends [n], ends, starts, edits [MAX_ENDS, n] (window-relative)."""
     n = len(read_start)
     up = lambda a, dtype: cuda.scratch_copy(np.asarray(a).astype(dtype, copy=False))
     out = _verify_device(up(genome, np.uint8), up(reads, np.uint8), up(read_start, np.int64),
                          up(read_len, np.int32), up(max_e, np.int32), up(win_start, np.int64), up(win_len, np.int32),
                          n, np.max(read_len))
-    shapes = ((n,), (n,), (MAX_ENDS, n), (MAX_ENDS, n))
+    shapes = ((n,), (n,), (MAX_ENDS, n), (MAX_ENDS, n), (MAX_ENDS, n))
     return tuple(cuda.from_device(buf, shape, np.int32) for buf, shape in zip(out, shapes))
