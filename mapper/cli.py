@@ -2,11 +2,17 @@
 
 Each subcommand lives in its own module, which provides `HELP` (one line), `add_arguments(parser)` and
 `run(args) -> int`. This is the one place where exceptions become messages and exit codes:
-2 usage, 1 input/format/index problems, 130 interrupted. A traceback is shown only with `--debug`.
+2 usage, 1 input/format/index problems, 128 + the signal's number when a signal ended the run (130 for
+SIGINT, 143 SIGTERM, 129 SIGHUP). A traceback is shown only with `--debug`.
+
+It is also the one place where signals are handled: SIGTERM and SIGHUP (what `timeout`, SLURM, Kubernetes
+and a closed terminal send) end a run as Ctrl-C does, by raising `Interrupted` (a KeyboardInterrupt) in the
+main thread, so that every cleanup path (temporary outputs, render processes, temporary folders) runs.
 """
 import argparse
 import importlib
 import logging
+import signal
 import sys
 
 from mapper import __version__
@@ -28,6 +34,42 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message):
         raise SystemExit(_fail(f"{self.prog}: {message} (see --help)", 2))
+
+
+_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class Interrupted(KeyboardInterrupt):
+    """A signal that ends the run (`signum`); a KeyboardInterrupt so that code already prepared for Ctrl-C
+    treats SIGTERM and SIGHUP alike."""
+
+    def __init__(self, signum):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _on_signal(signum, frame):
+    """Raise Interrupted, once: later signals are ignored while the run cleans up (SIGKILL still ends it)."""
+    for other in _SIGNALS:
+        signal.signal(other, signal.SIG_IGN)
+    raise Interrupted(signum)
+
+
+def _handle_signals():
+    """Install `_on_signal` for SIGINT, SIGTERM and SIGHUP, except where they are ignored (`nohup`, a
+    background job's SIGINT) or gkmap runs in another thread than the main one (an embedding); returns the
+    handlers replaced."""
+    previous = {}
+    for signum in _SIGNALS:
+        handler = signal.getsignal(signum)
+        if handler == signal.SIG_IGN:
+            continue
+        try:
+            signal.signal(signum, _on_signal)
+        except ValueError:  # not the main thread
+            break
+        previous[signum] = signal.SIG_DFL if handler is None else handler  # None: set outside Python
+    return previous
 
 
 def _fail(message, code):
@@ -58,8 +100,23 @@ def build_parser(argv=()):
 
 
 def main(argv=None):
-    """Run gkmap with `argv` (default: sys.argv[1:]) and return the exit code; never raises for user errors."""
+    """Run gkmap with `argv` (default: sys.argv[1:]) and return the exit code; never raises for user errors.
+    The signal handlers are in place from the start (parsing imports the command's modules) to the end,
+    then the previous ones come back."""
     argv = sys.argv[1:] if argv is None else list(argv)
+    previous = _handle_signals()
+    try:
+        return _run(argv)
+    except KeyboardInterrupt as e:
+        signum = getattr(e, "signum", signal.SIGINT)
+        return _fail(f"{'interrupted' if signum == signal.SIGINT else 'terminated'} by {signal.Signals(signum).name}",
+                     128 + signum)
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def _run(argv):
     try:
         args = build_parser(argv).parse_args(argv)
     except SystemExit as e:  # --help, --version and usage errors
@@ -72,8 +129,6 @@ def main(argv=None):
         if args.debug:
             raise
         return _fail(str(e), e.exit_code)
-    except KeyboardInterrupt:
-        return _fail("interrupted", 130)
     except BrokenPipeError:
         return 1
     except (MemoryError, OSError) as e:

@@ -13,7 +13,9 @@ bincount for the bucket offsets.
 The folder (CONVENTIONS.md, "Files and paths"): `REF.gkx/` beside the FASTA, or `--index DIR`; if the
 FASTA's folder is read-only, `$XDG_CACHE_HOME/gkmap/<checksum>/`. It is self-describing: `meta.json`
 holds a magic string, the format version, the kind and ws, the reference's checksum and the contig table;
-`map` refuses an index of another version or another reference with a one-line error.
+`map` refuses an index of another version or another reference with a one-line error. An index is written
+only into a new folder, an empty one or over an index of gkmap's own (`index_folder`): never into a folder
+of the user's, which it would destroy.
 """
 import contextlib
 import json
@@ -21,6 +23,7 @@ import logging
 import os
 import shutil
 import stat
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +33,7 @@ import numpy as np
 from mapper import __version__
 from mapper.alphabet import CODE_N
 from mapper.errors import IndexFormatError, UsageError
+from mapper.outputs import remove_stale, temp_prefix, umask
 from mapper.reference import Reference, file_checksum, read_fasta, require_readable
 
 MAGIC = "gkmap-index"
@@ -61,9 +65,10 @@ def check_ws(ws):
 
 
 def kmer_keys(codes, ws):
-    """Keys of the ws-mers starting at every position 0..len(codes)-ws (N contributes 0: mask it apart)."""
-    n = len(codes) - ws + 1
-    keys = np.zeros(max(n, 0), dtype=np.uint32)
+    """Keys of the ws-mers starting at every position 0..len(codes)-ws (N contributes 0: mask it apart).
+    A sequence shorter than ws has none."""
+    n = max(len(codes) - ws + 1, 0)
+    keys = np.zeros(n, dtype=np.uint32)
     for i in range(ws):
         keys <<= 2
         keys |= codes[i:i + n] & 3
@@ -116,29 +121,82 @@ def _read_only_dir(path):
     return not os.access(path, os.W_OK) or not mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH)
 
 
+def beside_index_dir(ref_path):
+    """`REF.gkx/`: the index folder beside the FASTA."""
+    ref_path = Path(ref_path)
+    return ref_path.with_name(ref_path.name + ".gkx")
+
+
 def default_index_dir(ref_path):
     """`REF.gkx/` beside the FASTA, or the cache folder when the FASTA's folder is read-only."""
     ref_path = Path(ref_path)
     if not _read_only_dir(ref_path.resolve().parent):
-        return ref_path.with_name(ref_path.name + ".gkx")
+        return beside_index_dir(ref_path)
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "gkmap" / file_checksum(ref_path)
     log.info("%s is in a read-only folder: using the index folder %s", ref_path, cache)
     return cache
 
 
+def _is_gkmap_index(folder):
+    """Whether `folder` holds a meta.json with gkmap's magic (of any kind or version): a folder gkmap made."""
+    try:
+        meta = json.loads((folder / "meta.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(meta, dict) and meta.get("magic") == MAGIC
+
+
+def _index_target(folder):
+    """The folder an index is written to, checked: gkmap writes an index only into a new folder, an empty
+    one, or one that holds a gkmap index (stale: of another version or reference); never into a folder of
+    the user's (README "Errors and safety"). Links are resolved, so `--index .` names the folder itself."""
+    folder = Path(os.path.realpath(folder))
+    if folder.exists():
+        if not folder.is_dir():
+            raise UsageError(f"index folder {folder}: exists and is not a folder")
+        if any(folder.iterdir()) and not _is_gkmap_index(folder):
+            raise UsageError(f"index folder {folder}: not empty and holds no gkmap index; gkmap writes an index "
+                             f"only into a new or empty folder or over an index of its own (give another --index)")
+    if not folder.name:
+        raise UsageError(f"index folder {folder}: not a folder an index can be written to")
+    return folder
+
+
+def _ours(name):
+    """Files an index folder of any kind holds, written by `building`: the arrays, meta.json, pyfaidx's ref.fai."""
+    return name.endswith(".npy") or name in ("meta.json", "ref.fai")
+
+
+def _install(tmp, folder):
+    """Move the index built in `tmp` to `folder`. A new folder is one rename. Into an existing folder (empty,
+    or a stale index: possibly the working folder, which must stay where it is), meta.json goes first and
+    comes back last, so the folder is never taken for a whole index while it is not one; of the stale
+    index only gkmap's own files are replaced or removed."""
+    if not folder.exists():
+        os.replace(tmp, folder)
+        return
+    (folder / "meta.json").unlink(missing_ok=True)
+    for old in folder.iterdir():
+        if _ours(old.name) and old.is_file() and not (tmp / old.name).exists():
+            old.unlink()
+    for new in sorted(tmp.iterdir(), key=lambda p: p.name == "meta.json"):
+        os.replace(new, folder / new.name)
+
+
 @contextlib.contextmanager
 def index_folder(folder):
-    """Yield a fresh temporary folder beside `folder` that replaces `folder` when the block succeeds: an index
-    is written whole or not at all."""
+    """Yield a fresh temporary folder beside `folder` whose content replaces `folder`'s when the block
+    succeeds: an index is written whole or not at all. What an index build killed earlier left beside it
+    (`.NAME.tmp-PID@HOST-*`) is removed first."""
+    folder = _index_target(folder)
     folder.parent.mkdir(parents=True, exist_ok=True)
-    tmp = folder.with_name(f".{folder.name}.tmp-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
+    prefix = f".{folder.name}.tmp-"
+    remove_stale(folder.parent, prefix)
+    tmp = Path(tempfile.mkdtemp(prefix=temp_prefix(prefix), dir=folder.parent))
     try:
+        tmp.chmod(0o777 & ~umask())  # mkdtemp made it private
         yield tmp
-        if folder.exists():
-            shutil.rmtree(folder)
-        os.replace(tmp, folder)
+        _install(tmp, folder)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

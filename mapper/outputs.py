@@ -1,36 +1,160 @@
-"""Output files written atomically: data goes to a temporary file beside the target, which replaces the
-target only when everything was written. A failed or interrupted run leaves no partial file behind.
+"""Output files, written so that a failed or interrupted run never destroys or half-writes anything.
+
+Rules (README "Errors and safety"):
+- An output goes to a temporary file beside its target, which replaces the target only when everything was
+  written (`atomic_path`, `atomic_output`). A symbolic link's target is written (the link stays a link); an
+  existing device node, FIFO or socket (`-o /dev/null`, a named pipe) is written through directly, since
+  replacing it would destroy it. The file gets the mode the umask gives (mkstemp alone makes it 0600).
+- An output that is an input, lies inside the index folder or is another output is refused before any work
+  starts (`check_outputs`).
+- Every temporary item gkmap creates is named with `temp_prefix` (its creator's PID and host), so that a
+  later run can remove what a killed run (SIGKILL, power loss) left, and only that (`remove_stale`).
+
 `BackgroundWriter` writes texts to such a file in order from a thread of its own, so that the thread driving
 the GPU does not wait for the disk."""
 import contextlib
 import os
 import queue
+import re
+import shutil
+import socket
+import stat
 import sys
 import tempfile
 import threading
 
-from mapper.errors import InputError
+from mapper.errors import InputError, UsageError
+
+_HOST = socket.gethostname()
+
+
+def temp_prefix(prefix):
+    """`prefix` + "PID@HOST-": the start of the name of a temporary item this process creates (a file
+    from mkstemp, a folder from mkdtemp), which tells a later run whose it was (`remove_stale`)."""
+    return f"{prefix}{os.getpid()}@{_HOST}-"
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+def remove_stale(folder, prefix, suffix=""):
+    """Remove the items of `folder` named `temp_prefix(prefix)`...`suffix` by a process of this host that
+    is no longer alive: what a killed run left. Items of live processes, of other hosts (a shared
+    folder) and of any other name are left alone; an item that cannot be removed is left too."""
+    pattern = re.compile(re.escape(prefix) + r"(\d+)@" + re.escape(_HOST) + "-.*" + re.escape(suffix), re.S)
+    with contextlib.suppress(OSError), os.scandir(folder or ".") as entries:
+        stale = [e for e in entries if (m := pattern.fullmatch(e.name)) and not _alive(int(m.group(1)))]
+    for entry in stale:
+        with contextlib.suppress(OSError):
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path)
+            else:
+                os.unlink(entry.path)
+
+
+def umask():
+    """The process's umask, read from /proc where it can be (setting it to read it back is not thread-safe)."""
+    with contextlib.suppress(OSError, StopIteration, ValueError, IndexError):
+        with open("/proc/self/status") as status:
+            return int(next(line for line in status if line.startswith("Umask:")).split()[1], 8)
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _mode(path):
+    """st_mode of what `path` names (links followed), None when it does not exist or cannot be seen."""
+    try:
+        return os.stat(path).st_mode
+    except OSError:
+        return None
 
 
 @contextlib.contextmanager
-def atomic_output(path, mode="w"):
-    """Yield a file object for `path` ('-' or None: stdout, written as it comes)."""
-    if path in (None, "-"):
-        yield sys.stdout if "b" not in mode else sys.stdout.buffer
+def atomic_path(path):
+    """Yield the path to write `path`'s new content to: a temporary file beside the target, which replaces
+    it when the block succeeds and is removed when it fails; or the target itself when that is a device
+    node, FIFO or socket (written through). The target of a symbolic link is what gets replaced."""
+    target = os.path.realpath(path)
+    mode = _mode(target)
+    if mode is not None and stat.S_ISDIR(mode):
+        raise InputError(path, "is a folder, not a file")
+    if mode is not None and not stat.S_ISREG(mode):
+        yield target
         return
-    folder = os.path.dirname(os.path.abspath(path))
+    folder, name = os.path.split(target)
+    remove_stale(folder, f".{name}.", ".tmp")
     try:
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=temp_prefix(f".{name}."), suffix=".tmp")
     except OSError as e:
         raise InputError(path, f"cannot write the output here ({e.strerror})") from None
     try:
-        with os.fdopen(fd, mode) as handle:
-            yield handle
-        os.replace(tmp, path)
+        os.fchmod(fd, 0o666 & ~umask())
+        os.close(fd)
+        yield tmp
+        os.replace(tmp, target)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+@contextlib.contextmanager
+def atomic_output(path, mode="w"):
+    """Yield a file object for `path`, written by `atomic_path`'s rules ('-' or None: stdout, written as
+    it comes)."""
+    if path in (None, "-"):
+        yield sys.stdout if "b" not in mode else sys.stdout.buffer
+        return
+    with atomic_path(path) as tmp, open(tmp, mode) as handle:
+        yield handle
+
+
+def _identity(path):
+    """What a path names: (device, inode) of an existing file (hard links and symbolic links compare
+    equal), else its resolved path."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return os.path.realpath(path)
+    return st.st_dev, st.st_ino
+
+
+def _special(path):
+    """An existing device node, FIFO or socket: written through, several outputs may share it (/dev/null)."""
+    mode = _mode(path)
+    return mode is not None and not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)
+
+
+def check_outputs(outputs, inputs=(), folders=()):
+    """Refuse (UsageError, before any work) an output that would destroy an input or another output.
+    `outputs` maps a flag to its path (None and '-', stdout, are skipped); `inputs` are files read,
+    `folders` folders read (the index: every file in them is an input). Paths are compared by what they
+    resolve to, so a symbolic or hard link to an input is that input."""
+    inputs = {_identity(p): p for p in inputs if p not in (None, "-")}
+    folders = [os.path.realpath(f) for f in folders if f]
+    seen = {}
+    for flag, path in outputs.items():
+        if path in (None, "-") or _special(path):
+            continue
+        key = _identity(path)
+        if key in inputs:
+            raise UsageError(f"{flag} {path} is the input {inputs[key]}: it would be overwritten; "
+                             f"write the output elsewhere")
+        real = os.path.realpath(path)
+        for folder in folders:
+            if os.path.commonpath([real, folder]) == folder:
+                raise UsageError(f"{flag} {path} is inside the index folder {folder}; write the output elsewhere")
+        if key in seen:
+            raise UsageError(f"{flag} {path} is also {seen[key]}: one output would overwrite the other")
+        seen[key] = flag
 
 
 def emit(handle, text):

@@ -13,18 +13,28 @@ main process copies to the output in the kernel (os.sendfile): the main process 
 SAM text. As with
 any spawned process, a script calling `pipeline.map_reads` must guard its entry point with
 `if __name__ == "__main__":`.
+
+The processes' lifetime is the main process's business: they are started with SIGINT, SIGTERM and SIGHUP
+blocked (a Ctrl-C reaches the whole process group, and must not print a traceback from every worker), the
+main process ends them when it finishes or unwinds after a signal (mapper/cli.py), and each ends itself
+when the main process is gone (SIGKILL), so that none is left behind. The temporary folders are named
+with their creator's PID (outputs.temp_prefix), and a later run removes those of a dead process.
 """
 import collections
 import concurrent.futures
 import multiprocessing
 import os
+import signal
 import tempfile
+import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
 
 from mapper.align import describe
+from mapper.outputs import remove_stale, temp_prefix
 from mapper.reads import ReadBatch
 from mapper.reference import Reference
 from mapper.sam import batch_records, unmapped_records
@@ -140,7 +150,7 @@ def _spill_root():
             return "/dev/shm"
     except OSError:
         pass
-    return None
+    return tempfile.gettempdir()
 
 
 def _write_batch(folder, batch, e, maps):
@@ -246,6 +256,45 @@ def _render_job(reference, path, layout, first, a, b, options, folder):
     return done
 
 
+_SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+PARENT_POLL_S = 0.5  # how often a worker checks that the main process is still there
+
+
+@contextmanager
+def _signals_blocked():
+    """Block the signals the main process handles while it may start processes (a pool starts them in
+    `submit`): a spawned process inherits the blocked set, so it never runs Python's SIGINT handler, even
+    while it imports."""
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def _watch_parent(parent):
+    """A worker's thread: end the process once its parent, the main process, is gone (killed with SIGKILL:
+    nobody else will end it; a worker holds its own end of the job queue and would wait for ever)."""
+    while os.getppid() == parent:
+        time.sleep(PARENT_POLL_S)
+    os._exit(1)
+
+
+def _worker_start(parent):
+    """Each worker's initializer: watch the main process (`parent`)."""
+    threading.Thread(target=_watch_parent, args=(parent,), name="gkmap-parent-watch", daemon=True).start()
+
+
+def _new_pool(workers):
+    return concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
+                                                  initializer=_worker_start, initargs=(os.getpid(),))
+
+
+def _temp_folders():
+    """(where the reference folder goes, where the job folder goes)."""
+    return tempfile.gettempdir(), _spill_root()
+
+
 class HostWorkers:
     """Render batches inline or in `workers` spawned processes, yielding results in order.
 
@@ -265,6 +314,9 @@ class HostWorkers:
         self._tmp = None
         self._spill = None
         self._pending = collections.deque()
+        ref_root, jobs_root = _temp_folders()
+        remove_stale(ref_root, "gkmap-ref-")  # what a killed run left
+        remove_stale(jobs_root, "gkmap-jobs-")
 
     @staticmethod
     def spawn(workers):
@@ -275,9 +327,10 @@ class HostWorkers:
         workers = max(1, min(int(workers), MAX_WORKERS))
         if workers == 1 or multiprocessing.current_process().daemon:
             return None
-        pool = concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
-        for _ in range(workers):  # a spawn pool starts a process per job submitted while none is idle
-            pool.submit(_warm)
+        pool = _new_pool(workers)
+        with _signals_blocked():
+            for _ in range(workers):  # a spawn pool starts a process per job submitted while none is idle
+                pool.submit(_warm)
         return pool
 
     def adopt(self, pool):
@@ -285,12 +338,12 @@ class HostWorkers:
         self._pool = pool
 
     def _start(self):
-        self._tmp = tempfile.TemporaryDirectory(prefix="gkmap-ref-")
-        self._spill = tempfile.TemporaryDirectory(prefix="gkmap-jobs-", dir=_spill_root())
+        ref_root, jobs_root = _temp_folders()
+        self._tmp = tempfile.TemporaryDirectory(prefix=temp_prefix("gkmap-ref-"), dir=ref_root)
+        self._spill = tempfile.TemporaryDirectory(prefix=temp_prefix("gkmap-jobs-"), dir=jobs_root)
         _write_reference(self._tmp.name, self.reference)
         if self._pool is None:
-            self._pool = concurrent.futures.ProcessPoolExecutor(
-                self.workers, mp_context=multiprocessing.get_context("spawn"))
+            self._pool = _new_pool(self.workers)
 
     def submit(self, batch, rows, maps):
         # inline: one worker, a short batch before any full one, or a daemonic process (a Dask worker by
@@ -302,9 +355,10 @@ class HostWorkers:
         if self._tmp is None:
             self._start()
         path, layout = _write_batch(self._spill.name, batch, rows.e[:len(batch)], maps)
-        futures = [self._pool.submit(_render_job, self._tmp.name, path, layout, batch.first, a, b, self.options,
-                                     self._spill.name)
-                   for a, b in _slice_bounds(len(batch), self.workers)]
+        with _signals_blocked():
+            futures = [self._pool.submit(_render_job, self._tmp.name, path, layout, batch.first, a, b, self.options,
+                                         self._spill.name)
+                       for a, b in _slice_bounds(len(batch), self.workers)]
         self._pending.append((batch, path, futures))
 
     def render_now(self, batch, rows, maps):

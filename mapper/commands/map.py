@@ -3,7 +3,9 @@ import shlex
 import sys
 
 from mapper.errors import UsageError
+from mapper.index import beside_index_dir
 from mapper.options import DEVICES, FILTERS, INDEX_KINDS, LOOKUPS, MapOptions, parse_size
+from mapper.outputs import check_outputs
 from mapper.pipeline import map_reads
 
 HELP = "map reads to every locus within e edits (SAM output)"
@@ -88,5 +90,24 @@ def run(args):
         lookup=args.lookup,
         command_line=shlex.join(["gkmap"] + sys.argv[1:]) if sys.argv else "gkmap map",
     )
+    check_outputs(_outputs(opts.check()), [opts.reference, opts.reads, opts.reads2], [_index_folder(args)])
     map_reads(opts)
     return 0
+
+
+def _outputs(opts):
+    """{flag: path} of every file the run writes."""
+    if opts.paired:
+        from mapper.paired import side_paths  # paired.py builds on the pipeline
+        oea, divet = side_paths(opts.output)
+        return {"-o": opts.output, "-o's OEA SAM": oea, "-o's DIVET file": divet}
+    return {"-o": opts.output, "--unmapped": opts.unmapped, "--dump-candidates": opts.dump_candidates}
+
+
+def _index_folder(args):
+    """The index folder outputs must stay out of: --index, or the one beside the FASTA (finding the cache
+    folder of a FASTA in a read-only folder would hash it; no output can be written beside it anyway)."""
+    if args.index:
+        return args.index
+    folder = beside_index_dir(args.reference)
+    return folder.with_suffix(".nbx") if args.index_kind == "neighbourhood" else folder

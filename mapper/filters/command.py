@@ -13,7 +13,6 @@ parsed, encoded, filtered and formatted on the GPU(s), the output streamed to it
 import logging
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -22,7 +21,7 @@ import numpy as np
 from mapper.alphabet import ENCODE
 from mapper.errors import InputError, UsageError
 from mapper.filters.gatekeeper import DEVICES, ENCODINGS, MODES, backend, check_e, filter_pairs, resolve_device
-from mapper.outputs import atomic_output
+from mapper.outputs import atomic_output, check_outputs
 from mapper.filters.pairs import read_pairs
 from mapper.filters.truth import edit_distances
 
@@ -75,19 +74,6 @@ def _lines(columns):
     return b"".join(np.array(text, dtype=object)[inverse.ravel()].tolist())
 
 
-def _write_atomic(path, data):
-    """Write the whole file beside its destination, then rename it into place (no half-written outputs)."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
-
-
 def _truth(pairs):
     distance = np.zeros(len(pairs), dtype=np.int64)
     for rows, first, second in pairs.groups():
@@ -124,13 +110,15 @@ def _run_text(args):
 def _write_gatekeeper_files(args, accept, estimate):
     folder = Path(args.output).parent if args.output != "-" else Path(".")
     for kind, column in (("filter", accept), ("edit", estimate)):
-        _write_atomic(folder / f"gateKeeperGPU_1G_{kind}_output_err{args.e}.txt", _lines([column]))
+        with atomic_output(folder / f"gateKeeperGPU_1G_{kind}_output_err{args.e}.txt", "wb") as out:
+            out.write(_lines([column]))
 
 
 def run(args):
     check_e(args.e, args.mode)
     if args.gpus < 1:
         raise UsageError(f"--gpus must be >= 1, not {args.gpus}")
+    check_outputs({"-o": args.output}, [args.pairs])
     text_path = resolve_device(args.device) == "cuda" and args.encoding == "device" and not args.truth \
         and os.path.isfile(args.pairs)
     if text_path:
@@ -162,7 +150,8 @@ def run(args):
         sys.stdout.buffer.write(text)
         sys.stdout.flush()
     else:
-        _write_atomic(args.output, text)
+        with atomic_output(args.output, "wb") as out:
+            out.write(text)
     if args.gatekeeper_files:
         _write_gatekeeper_files(args, accept, result.estimate)
     for line in summary:

@@ -18,6 +18,7 @@ from mapper.kmers import backend, text
 from mapper.kmers.counter import count_kmers
 from mapper.kmers.encode import MAX_K
 from mapper.kmers.store import KmerTable
+from mapper.outputs import atomic_output, check_outputs
 
 HELP = "count k-mers (any k up to 256) into a sorted, compressed table; dump, histogram and query it"
 
@@ -72,6 +73,7 @@ def _count(args):
         raise UsageError(f"--min-count must be at least 1, got {args.min_count}")
     if not args.memory > 0:
         raise UsageError(f"--memory must be a positive number of GB, got {args.memory}")
+    check_outputs({"-o": args.output}, args.inputs)
     out_dir = os.path.dirname(os.path.abspath(args.output))
     if not os.path.isdir(out_dir):
         raise UsageError(f"-o {args.output}: folder {out_dir} does not exist")
@@ -89,13 +91,11 @@ def _count(args):
 
 
 def _dump(args):
+    check_outputs({"-o": args.output}, [args.table])
     with KmerTable(args.table) as table:
-        if args.output is None:
-            text.dump(table, sys.stdout.buffer)
-            sys.stdout.flush()
-        else:
-            with open(args.output, "wb") as out:
-                text.dump(table, out)
+        with atomic_output(args.output, "wb") as out:
+            text.dump(table, out)
+            out.flush()
     return 0
 
 

@@ -11,7 +11,7 @@ bin (merge.py) into OUT.
 
 The budget: sorting n k-mers of C channels needs about (24 C + 24) n bytes at its peak (the buffer,
 the sorted copy, the sort index and the run starts), so capacity = memory / (24 C + 24). The
-temporary folder is removed on success and on error; OUT is written atomically (store.atomic_output).
+temporary folder is removed on success and on error; OUT is written atomically (outputs.atomic_path).
 """
 import logging
 import shutil
@@ -25,6 +25,7 @@ from mapper.kmers.backend import CpuBackend
 from mapper.kmers.encode import KmerLayout
 from mapper.kmers.merge import merge_runs
 from mapper.kmers.reading import blocks
+from mapper.outputs import atomic_path
 
 log = logging.getLogger("gkmap")
 
@@ -85,7 +86,7 @@ class KmerCounter:
         last = self.backend.reduce()
         self.stats.occurrences = self.backend.occurrences
         self.stats.phases["sorting"] = time.perf_counter() - clock
-        with store.atomic_output(out_path) as tmp:
+        with atomic_path(out_path) as tmp:
             if not self.spilled:
                 clock = time.perf_counter()
                 encoded = self.backend.encode(last, min_count)

@@ -24,10 +24,8 @@ temporary folder. All integers are little-endian.
       channel-wise deltas), codec.py. Bin b holds the k-mers whose top bin_bits bits are b, sorted, so
       the bins in order list the whole table in lexicographic k-mer order.
 """
-import contextlib
 import os
 import struct
-import tempfile
 import zlib
 
 import numpy as np
@@ -43,24 +41,6 @@ VERSION = 1
 HEADER = struct.Struct("<8sIIIIQQQ16x")
 ENTRY = struct.Struct("<QQQQI4x")
 CANONICAL = 1
-
-
-@contextlib.contextmanager
-def atomic_output(path):
-    """Yield a temporary path beside `path`; on success it replaces `path`, on error it is removed, so a
-    crash never leaves a half-written file under the final name."""
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
-    os.close(fd)
-    umask = os.umask(0)
-    os.umask(umask)
-    try:
-        yield tmp
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp made it private; give it a normal file's mode
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
 
 
 class TableWriter:
