@@ -44,6 +44,7 @@ makes the run start again on the chunk path, which words it as a single process 
 --scheduler (no shared folder assumed), --pe/--mp, --unmapped, --dump-candidates, compressed or FASTA
 reads and output to stdout keep the chunk path.
 """
+import concurrent.futures
 import contextlib
 import copy
 import functools
@@ -93,6 +94,7 @@ MALLOC_TRIM = "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_"  # se
 LARGE_TASK = {"distributed.admin.large-graph-warning-threshold": "4GiB"}
 SHARES_PER_WORKER = 2       # byte ranges of the reads file per worker (shares): a second one lets the client
                             # copy the first parts into the output while the workers map the last ones
+COPY_THREADS = 8            # part files copied into the output at once (each to its own offset)
 CUT_WINDOW = 1 << 16        # bytes read at a cut to find the next record's start (doubled up to CUT_MAX)
 CUT_MAX = 1 << 24
 COMPRESSED = (".gz", ".bz2", ".xz", ".zst", ".bgz")
@@ -645,36 +647,71 @@ def share_plan(opts, workers):
     return cuts, opts.threads or max(1, min(MAX_WORKERS, cores // workers - 1))
 
 
-def map_shares(client, token, plugin_name, opts, cuts, output, account, timed):
-    """Run the shares (module docstring) and copy their parts into `output` in order; account(result) for
-    each, once all are in. False, with `output` cut back to where it was, when a share came back with an
-    error (the caller then runs the chunk path)."""
+def copy_part(part, output_fd, offset):
+    """Part file `part` (a render.SpilledText) into the output at byte `offset`, by the kernel
+    (os.copy_file_range; read and pwrite where that is refused), then deleted. Parts go to their own
+    offsets, so several copy at once."""
+    with open(part.path, "rb") as source:
+        done = 0
+        try:
+            while done < part.size:
+                got = os.copy_file_range(source.fileno(), output_fd, part.size - done, done, offset + done)
+                if got == 0:
+                    break
+                done += got
+        except OSError:
+            pass
+        while done < part.size:
+            data = os.pread(source.fileno(), min(1 << 26, part.size - done), done)
+            os.pwrite(output_fd, data, offset + done)
+            done += len(data)
+    os.unlink(part.path)
+
+
+def map_shares(client, token, plugin_name, opts, cuts, output, account, timed, timeline):
+    """Run the shares (module docstring) and copy their parts into `output` in order, each at its offset as
+    soon as the shares before it are done (COPY_THREADS at once); account(result) for each, once all are
+    in. False, with `output` cut back to where it was, when a share came back with an error (the caller
+    then runs the chunk path). `timeline` gets the seconds at which each share finished."""
     output.flush()
     mark = output.tell()
+    fd = output.fileno()
     folder = tempfile.mkdtemp(dir=os.path.dirname(os.path.abspath(opts.output)), prefix=".gkmap-parts-")
     futures = [client.submit(map_share, os.path.abspath(opts.reads), a, b, os.path.join(folder, f"part{i}.sam"),
                              plugin_name, key=f"{token}-share-{i}", retries=RETRIES, pure=False, priority=-i)
                for i, (a, b) in enumerate(zip(cuts[:-1], cuts[1:]))]
-    results = []
+    finished = {}
+    for i, future in enumerate(futures):
+        future.add_done_callback(lambda _, i=i: finished.setdefault(i, time.perf_counter()))
+    results, offset = [], mark
     try:
-        for i, future in enumerate(futures):
-            try:
-                result = future.result()
-            except Exception as e:  # the task's own error after RETRIES reruns, or KilledWorker
-                raise GkmapError(f"share {i} failed on the cluster: {type(e).__name__}: {e}") from e
-            future.release()
-            if isinstance(result, RemoteError):
-                log.info("share %d: %s; mapping again through the client (chunks)", i, result)
-                client.cancel(futures[i + 1:])
-                output.flush()
-                output.seek(mark)
-                output.truncate()
-                return False
-            with timed("output"):
-                emit(output, result.texts[0])
-            results.append(result)
+        with concurrent.futures.ThreadPoolExecutor(COPY_THREADS) as pool:
+            copies = []
+            for i, future in enumerate(futures):
+                try:
+                    result = future.result()
+                except Exception as e:  # the task's own error after RETRIES reruns, or KilledWorker
+                    raise GkmapError(f"share {i} failed on the cluster: {type(e).__name__}: {e}") from e
+                future.release()
+                if isinstance(result, RemoteError):
+                    log.info("share %d: %s; mapping again through the client (chunks)", i, result)
+                    client.cancel(futures[i + 1:])
+                    for copy_job in copies:
+                        copy_job.result()
+                    os.ftruncate(fd, mark)
+                    output.seek(mark)
+                    return False
+                part = result.texts[0]
+                copies.append(pool.submit(copy_part, part, fd, offset))
+                offset += part.size
+                results.append(result)
+            with timed("output"):  # the copies the workers' mapping did not hide
+                for copy_job in copies:
+                    copy_job.result()
+        output.seek(offset)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+        timeline.extend(finished.get(i) for i in range(len(futures)))
     for result in results:
         account(result)
     return True
@@ -705,6 +742,7 @@ def map_distributed(opts):
     with contextlib.ExitStack() as stack:
         stack.enter_context(quiet_dask())
         client = stack.enter_context(connect(opts, environments))
+        up = time.perf_counter()
         plugin_name = f"{token}-index"
         client.register_plugin(plugin, name=plugin_name)
         if opts.scheduler:  # a long-lived cluster: free the index (and GPU memory) when the run ends
@@ -712,6 +750,7 @@ def map_distributed(opts):
         refusals = [e for e in client.run(setup_error, plugin_name).values() if e is not None]
         if refusals:
             raise refusals[0]
+        ready, timeline = time.perf_counter(), []
         log.info("mapping on %d Dask workers (dashboard: %s)", len(client.nthreads()), client.dashboard_link)
         if opts.paired:
             outputs = stack.enter_context(pair_outputs(opts, index.reference))
@@ -747,7 +786,8 @@ def map_distributed(opts):
         shares = False
         if plan:
             tally.chunks = len(plan[0]) - 1
-            shares = map_shares(client, token, plugin_name, opts, plan[0], outputs[0], account, counters.timed)
+            shares = map_shares(client, token, plugin_name, opts, plan[0], outputs[0], account, counters.timed,
+                                timeline)
             if not shares:
                 tally.chunks = 0
         if opts.paired:
@@ -769,6 +809,10 @@ def map_distributed(opts):
         log.info("cluster: %d chunks of up to %d %s; chunks per worker: %s; retried chunks: %d%s", tally.chunks,
                  opts.chunk_reads or opts.batch_size, "read pairs" if opts.paired else "reads", per_worker,
                  len(retried), f" ({', '.join(map(str, retried))})" if retried else "")
+    log.info("cluster: timeline, seconds from the start: cluster up %.2f, index loaded on every worker %.2f, "
+             "%s, outputs complete %.2f", up - t0, ready - t0, "shares done " + " ".join(
+                 f"{t - t0:.2f}" if t else "-" for t in timeline) if timeline else "chunks",
+             time.perf_counter() - t0)
     log.info("cluster: seconds per stage on each worker: %s", "; ".join(
         f"{name}: " + ", ".join(f"{stage} {seconds:.2f}" for stage, seconds in times.items() if stage != "load")
         for name, times in sorted(tally.times.items())))

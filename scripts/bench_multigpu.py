@@ -176,6 +176,7 @@ def head_reads(src, n, dst):
 
 SUMMARY = re.compile(r"gkmap: (\d+) reads: .*?; ([\d.]+) s, ([\d,]+) reads/s .*?seconds per stage: (.*)$", re.M)
 WORKERS = re.compile(r"cluster: seconds per stage on each worker: (.*)$", re.M)
+TIMELINE = re.compile(r"cluster: timeline, seconds from the start: (.*)$", re.M)
 LAYOUT = re.compile(r"cluster: (\d+ (?:shares|chunks)) .*?(?:shares|chunks) per worker: ([^;]+);", re.M)
 
 
@@ -188,7 +189,8 @@ def parse_map(stderr):
     stages = {k: float(v) for k, v in (item.rsplit(" ", 1) for item in found.group(4).split(", "))}
     workers = WORKERS.search(stderr)
     layout = LAYOUT.search(stderr)
-    return dict(reads=int(found.group(1)), own_s=float(found.group(2)), stages=stages,
+    timeline = TIMELINE.search(stderr)
+    return dict(timeline=timeline.group(1) if timeline else "", reads=int(found.group(1)), own_s=float(found.group(2)), stages=stages,
                 per_worker=workers.group(1) if workers else "", layout=f"{layout.group(1)}: {layout.group(2)}"
                 if layout else "")
 
@@ -219,11 +221,11 @@ def map_set(name, genome, index_dir, reads, n_reads, gpus, args, add, clock, sub
             row = dict(part="map", set=name, reads=count, run=label, n_gpus=n, wall_s=round(wall, 2),
                        reads_per_s=round(count / wall), gkmap_own_s=own["own_s"],
                        **{f"{k}_s": round(v, 2) for k, v in own["stages"].items()},
-                       layout=own["layout"], per_worker=own["per_worker"])
+                       layout=own["layout"], per_worker=own["per_worker"], timeline=own["timeline"])
             rows.append(row)
             sams[(what, label)] = sam
             log(f"# {name} {label} ({count:,} reads): {wall:.2f} s whole command, {count / wall:,.0f} reads/s; "
-                f"{own['layout']}; stages {own['stages']}; per worker: {own['per_worker']}")
+                f"{own['layout']}; stages {own['stages']}; per worker: {own['per_worker']}; timeline: {own['timeline']}")
     with ThreadPoolExecutor(8) as pool:
         digests = dict(zip(sams, pool.map(sam_md5, sams.values())))
     for (what, label), sam in sams.items():
