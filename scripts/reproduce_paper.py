@@ -10,6 +10,7 @@ or until it is named with --stage):
     filter-throughput  Table 2/3: kernel and filter time, pairs/s, host- vs device-encoded, 100/150/250 bp
     end-to-end         Table 4: gkmap map with and without the filter, cpu and cuda backends
     power              Table 5: GPU power and utilisation through NVML (GPU machine only)
+    multi-gpu          Tables S.21-S.23: filter and mapper on 1..4 GPUs (scripts/bench_multigpu.py; 2+ GPUs)
     report             REPORT.md, one CSV per table, figures (matplotlib) and the summary of headline claims
 The report is assembled after every run from whatever stages have results, and says which are missing and why.
 --quick runs the cpu parts on small inputs (CI time); cuda parts take their sizes from paper/common.py SIZES.
@@ -24,11 +25,11 @@ from pathlib import Path
 SCRIPTS = Path(__file__).resolve().parent
 sys.path[:0] = [str(SCRIPTS), str(SCRIPTS.parent)]
 
-from paper import accuracy, endtoend, report, sets, throughput  # noqa: E402
+from paper import accuracy, endtoend, multigpu, report, sets, throughput  # noqa: E402
 from paper.common import ROOT, STAGES, Context, Missing, load_stage, missing_record  # noqa: E402
 
 RUNNERS = {"sets": sets.run, "filter-accuracy": accuracy.run, "filter-throughput": throughput.run,
-           "end-to-end": endtoend.run, "power": throughput.run_power}
+           "end-to-end": endtoend.run, "power": throughput.run_power, "multi-gpu": multigpu.run}
 log = logging.getLogger("paper")
 
 

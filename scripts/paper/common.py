@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-STAGES = ("sets", "filter-accuracy", "filter-throughput", "end-to-end", "power")
+STAGES = ("sets", "filter-accuracy", "filter-throughput", "end-to-end", "power", "multi-gpu")
 FILTERS = ("none", "gatekeeper", "gatekeeper-faithful")
 CHR20 = "genomes/human_GRCh37_chr20.fa.gz"
 log = logging.getLogger("paper")

@@ -12,7 +12,7 @@ from paper.common import STAGES, load_stage, published, write_csv
 
 TITLES = {"sets": "Candidate sets", "filter-accuracy": "Table 1: filter accuracy",
           "filter-throughput": "Table 2: filter throughput", "end-to-end": "Table 4: end-to-end mapping",
-          "power": "Table 5: GPU power and utilisation"}
+          "power": "Table 5: GPU power and utilisation", "multi-gpu": "Tables S.21-S.23: several GPUs"}
 
 
 def _num(value):
@@ -141,6 +141,42 @@ def join_power(ctx, rows):
     return rows
 
 
+# columns of gatekeeper_gpu_multigpu.csv beside each of our ways in (packed = 2-bit words made on the host,
+# the host-encoded kernel without the packing)
+MULTI_GPU_COLUMNS = {"packed": "host", "host": "host", "device": "device", "device (file)": "device"}
+
+
+def join_multi_gpu(ctx, rows):
+    """Filter rows: speed-up and efficiency over our N = 1 row of the same way, and the paper's row of the
+    same read length, e and N (Tables S.21-S.23, Setup 1) with its own speed-up over its 1 GPU."""
+    paper = {(int(p["read_length_bp"]), int(p["error_threshold"]), int(p["n_gpus"])): p
+             for p in published(ctx, "multigpu")}
+    ones = {(r["part"], r["read_length"], r["way"]): r for r in rows
+            if r["part"] != "map" and int(r["n_gpus"]) == 1}
+    for row in rows:
+        if row["part"] == "map":
+            continue
+        n = int(row["n_gpus"])
+        one = ones.get((row["part"], row["read_length"], row["way"]))
+        for kind in ("kernel", "filter"):
+            ours, base = _num(row.get(f"{kind}_mpairs_per_s")), _num(one.get(f"{kind}_mpairs_per_s")) if one else None
+            if ours and base:
+                row[f"{kind}_speedup"] = round(ours / base, 2)
+                row[f"{kind}_efficiency"] = round(ours / base / n, 2)
+        key = (int(row["read_length"]), int(row["E"]), n)
+        enc = MULTI_GPU_COLUMNS.get(row["way"])
+        if key in paper and enc:
+            p, p1 = paper[key], paper[key[:2] + (1,)]
+            row["published_source"] = f"{p['source_table']}, Setup 1 (GTX 1080 Ti), {enc}-encoded, {n} GPU(s)"
+            for kind in ("kernel", "filter"):
+                value, first = _num(p[f"{kind}_{enc}_enc_mfilt_per_s"]), _num(p1[f"{kind}_{enc}_enc_mfilt_per_s"])
+                row[f"published_{kind}_mpairs_per_s"] = value
+                if value is not None and first:
+                    row[f"published_{kind}_speedup"] = round(value / first, 2)
+                    row[f"published_{kind}_efficiency"] = round(value / first / n, 2)
+    return rows
+
+
 # ---------------------------------------------------------------- the summary of headline claims
 
 def _verdict(ours, paper):
@@ -196,6 +232,16 @@ def summary(ctx, data):
         why=f"our improved GateKeeper against the faithful one (the published GateKeeper-GPU) over {len(accuracy)} "
             f"(set, E) rows: {improved_fa} vs {faithful_fa} false accepts; the improved estimate is the banded edit "
             f"distance, so it only accepts what edlib accepts" if accuracy else ""))
+    multi = [r for r in data.get("multi-gpu", []) if r["part"] == "filter-memory" and r["way"] == "device"
+             and int(r["read_length"]) == 100 and int(r["n_gpus"]) == 4]
+    if multi:
+        r = multi[0]
+        claims.append(dict(claim=f"4-GPU kernel throughput {r.get('published_kernel_speedup')}x one GPU's (100 bp, e=2)",
+                           paper=_num(r.get("published_kernel_speedup")), paper_source=r.get("published_source", ""),
+                           ours=_num(r.get("kernel_speedup")),
+                           verdict=_verdict(_num(r.get("kernel_speedup")), _num(r.get("published_kernel_speedup"))),
+                           why=f"device-encoded pairs in memory, one process per GPU on a quarter each: "
+                               f"{r['kernel_mpairs_per_s']} M filtrations/s on 4 H100s"))
     rejects = sum(int(r["improved_false_rejects"]) + int(r["faithful_false_rejects"]) for r in accuracy)
     claims.append(dict(claim="no false rejects", paper=0, paper_source="paper, Sec. 5.2 (stated in the text)",
                        ours=rejects if accuracy else None,
@@ -283,6 +329,42 @@ def figures(ctx, data):
         ax.set(ylabel="seconds", title="gkmap map with and without the filter (cf. paper Table 5, S.24-S.25)")
         ax.legend()
         save(fig, "fig4_end_to_end.png")
+    multi = data.get("multi-gpu", [])
+    if multi:
+        fig, (left, right) = plt.subplots(1, 2, figsize=(12, 5))
+        top = max(int(r["n_gpus"]) for r in multi)
+        for ax in (left, right):
+            ax.plot([1, top], [1, top], color="grey", lw=0.8, label="linear")
+        for (length, way), marker in zip(sorted({(int(r["read_length"]), r["way"]) for r in multi
+                                                  if r["part"] == "filter-memory"}), "osd^v<>ph*+x"):
+            points = sorted((int(r["n_gpus"]), _num(r.get("kernel_speedup"))) for r in multi
+                            if r["part"] == "filter-memory" and int(r["read_length"]) == length and r["way"] == way)
+            left.plot(*zip(*points), marker=marker, label=f"ours {length} bp {way}")
+        for length in sorted({int(r["read_length"]) for r in multi if r["part"] == "filter-memory"}):
+            points = sorted((int(r["n_gpus"]), _num(r.get("published_kernel_speedup"))) for r in multi
+                            if r["part"] == "filter-memory" and int(r["read_length"]) == length and r["way"] == "device"
+                            and r.get("published_kernel_speedup") not in (None, ""))
+            if points:
+                left.plot(*zip(*points), ls=":", marker="x", label=f"paper {length} bp device-enc")
+        left.set(xlabel="GPUs", ylabel="kernel speed-up over 1 GPU", title="Filter kernel, pairs in memory (cf. S.21-S.23)")
+        left.legend(fontsize=6)
+        final = [r for r in multi if r["part"] == "map" and r.get("device_run") == "2"]
+        for name in dict.fromkeys(r["set"] for r in final):
+            points = sorted((max(int(r["n_gpus"]), 1), _num(r["speedup_vs_single"])) for r in final
+                            if r["set"] == name and r["run"] != "single process")
+            right.plot(*zip(*points), marker="o", label=f"gkmap map --gpus N, {name}: x single process")
+        for length in sorted({int(r["read_length"]) for r in multi if r["part"] == "filter-file"}):
+            points = sorted((int(r["n_gpus"]), _num(r.get("filter_speedup"))) for r in multi
+                            if r["part"] == "filter-file" and int(r["read_length"]) == length)
+            right.plot(*zip(*points), ls="--", marker="s", label=f"gkmap filter --gpus N file, {length} bp")
+            points = sorted((int(r["n_gpus"]), _num(r.get("published_filter_speedup"))) for r in multi
+                            if r["part"] == "filter-file" and int(r["read_length"]) == length
+                            and r.get("published_filter_speedup") not in (None, ""))
+            if points:
+                right.plot(*zip(*points), ls=":", marker="x", label=f"paper filter {length} bp device-enc")
+        right.set(xlabel="GPUs", ylabel="speed-up", title="Whole commands: map (x single process), filter (x 1 GPU)")
+        right.legend(fontsize=6)
+        save(fig, "fig5_multigpu_scaling.png")
     return made, ""
 
 
@@ -298,13 +380,13 @@ def build(ctx):
     loaded = {stage: load_stage(ctx, stage) for stage in STAGES}
     data = {s: got[0] for s, got in loaded.items() if got and got[0]}
     joins = {"filter-accuracy": join_accuracy, "filter-throughput": join_throughput,
-             "end-to-end": join_end_to_end, "power": join_power}
+             "end-to-end": join_end_to_end, "power": join_power, "multi-gpu": join_multi_gpu}
     for stage, join in joins.items():
         if stage in data:
             data[stage] = join(ctx, data[stage])
     tables = {"sets": "table0_candidate_sets.csv", "filter-accuracy": "table1_filter_accuracy.csv",
               "filter-throughput": "table2_filter_throughput.csv", "end-to-end": "table4_end_to_end.csv",
-              "power": "table5_power.csv"}
+              "power": "table5_power.csv", "multi-gpu": "table7_multigpu.csv"}
     for stage, name in tables.items():
         if stage in data:
             write_csv(ctx.out / name, data[stage])
@@ -367,8 +449,8 @@ def build(ctx):
         record = loaded["filter-throughput"][1]
         lines += ["## 2-3. Filter throughput (paper Table 2, S.13-S.20)", ""] + provenance(record)
         lines += [f"One GPU only: the stage times one GPU's in-memory path (this machine has "
-                  f"{record.get('gpu_count', 0) or 'no'} GPU(s)), so the paper's n-GPU columns (S.21-S.23) are not "
-                  f"measured; `gkmap filter --gpus N` spreads a pairs file over N GPUs but is not part of this stage. "
+                  f"{record.get('gpu_count', 0) or 'no'} GPU(s)); the paper's n-GPU columns (S.21-S.23) are the "
+                  f"`multi-gpu` stage's (section 7). "
                   f"Kernel = the filter computation alone (cuda: kernel events); filter = ASCII in host memory to "
                   f"decisions in host memory. Pair counts differ by device and encoding (the run sizes above; "
                   f"cuda host-encoded runs fewer pairs: its host-side packing is the slow part). Effect of E and of "
@@ -429,6 +511,44 @@ def build(ctx):
                            ("**paper** max mW", lambda r: r.get("published_power_max_mw", "")),
                            ("**paper** avg mW", lambda r: r.get("published_power_average_mw", "")),
                            ("**paper** source", lambda r: r.get("published_source", ""))], data["power"]) + [""]
+    if "multi-gpu" in data:
+        rows = data["multi-gpu"]
+        lines += ["## 7. Several GPUs (paper Tables S.21-S.23, Figure 8 / S.15)", ""] + provenance(loaded["multi-gpu"][1])
+        lines += ["Filter rows use the published filter's decisions (`--mode faithful`). **Pairs in memory**: one "
+                  "process per GPU filters its 1/N share at once; kernel = the slowest GPU's filter kernels (CUDA "
+                  "events), filter = first start to last end, both as M filtrations/s of all pairs; packed = 2-bit "
+                  "words already in pinned memory (the paper's host-encoded kernel without the packing). Speed-up and "
+                  "efficiency are over the N = 1 row of the same way (ours) and over the paper's 1-GPU row.", ""]
+        lines += md_table([("L", "read_length"), ("E", "E"), ("way", "way"), ("GPUs", "n_gpus"), ("pairs", "pairs"),
+                           ("kernel M/s", "kernel_mpairs_per_s"), ("kernel x1", "kernel_speedup"),
+                           ("kernel eff.", "kernel_efficiency"), ("filter M/s", "filter_mpairs_per_s"),
+                           ("filter x1", "filter_speedup"),
+                           ("**paper** kernel M/s", lambda r: r.get("published_kernel_mpairs_per_s", "")),
+                           ("**paper** kernel x1", lambda r: r.get("published_kernel_speedup", "")),
+                           ("**paper** kernel eff.", lambda r: r.get("published_kernel_efficiency", "")),
+                           ("**paper** filter M/s", lambda r: r.get("published_filter_mpairs_per_s", "")),
+                           ("**paper** filter x1", lambda r: r.get("published_filter_speedup", "")),
+                           ("**paper** source", lambda r: r.get("published_source", ""))],
+                          [r for r in rows if r["part"] == "filter-memory"]) + [""]
+        lines += ["**From a pairs file** (`gkmap filter --gpus N`, device-encoded, the file in the page cache): the "
+                  "command's own filter time (file to output), its kernel time, and the rate at which the file's bytes "
+                  "can be read into memory (64 threads; the bound from a file).", ""]
+        lines += md_table([("L", "read_length"), ("E", "E"), ("GPUs", "n_gpus"), ("pairs", "pairs"), ("GB", "file_gb"),
+                           ("filter M/s", "filter_mpairs_per_s"), ("x1", "filter_speedup"),
+                           ("kernel M/s", "kernel_mpairs_per_s"), ("whole command s", "wall_s"),
+                           ("file read bound M/s", "file_read_mpairs_per_s"),
+                           ("output = 1 GPU's", "output_same_as_first"),
+                           ("**paper** filter M/s", lambda r: r.get("published_filter_mpairs_per_s", "")),
+                           ("**paper** filter x1", lambda r: r.get("published_filter_speedup", ""))],
+                          [r for r in rows if r["part"] == "filter-file"]) + [""]
+        lines += ["**Mapping** (`gkmap map -e 5 --gpus N` beside the single process, whole command; the SAM's md5 "
+                  "without @PG compared with the single process's). Run 2 is the final tree; run 1 (an earlier commit: "
+                  "shares copied by one thread) also has the chunk path (`--chunk-reads 100000`, what `--gpus` ran "
+                  "before issue #22). Timeline: seconds from the start of the run, from its summary.", ""]
+        lines += md_table([("set", "set"), ("reads", "reads"), ("run", "run"), ("commit", "commit"),
+                           ("wall s", "wall_s"), ("reads/s", "reads_per_s"), ("x single", "speedup_vs_single"),
+                           ("eff.", "efficiency_vs_single"), ("SAM = single", "sam_identical_to_single"),
+                           ("timeline", "timeline")], [r for r in rows if r["part"] == "map"]) + [""]
     lines += ["## Figures", ""] + ([f"![{m}]({m})" for m in made] if made else [note or "No stage has results to plot."])
     path = ctx.out / "REPORT.md"
     path.write_text("\n".join(lines) + "\n")
