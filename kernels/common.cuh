@@ -30,13 +30,10 @@
 #endif
 
 #ifndef __CUDACC__
-/* Compiled as host C++ by tests/host_cuda.py, which runs one thread at a time: a plain read-modify-write is
- * atomic there. */
+/* Compiled as host C++ (mapper/backends/host.py), where a launch's threads run on OpenMP threads. */
 static inline unsigned long long atomicAdd(unsigned long long *address, unsigned long long value)
 {
-    const unsigned long long old = *address;
-    *address = old + value;
-    return old;
+    return __atomic_fetch_add(address, value, __ATOMIC_RELAXED);
 }
 #endif
 

@@ -209,20 +209,3 @@ extern "C" __global__ void verify_windows(
         }
     }
 }
-
-#ifdef GKMAP_HOST
-/* The host target (mapper/backends/host.py): the kernel above for every window, over `threads` OpenMP
- * threads, each window's work being one "thread" of the launch as on the GPU. */
-extern "C" void verify_windows_host(
-    const int threads, const uint8_t *genome, const uint8_t *reads, const long long *read_start,
-    const int *read_len, const int *max_e, const long long *win_start, const int *win_len, const int n,
-    int *best_out, int *n_ends_out, int *ends_out, int *starts_out, int *edits_out)
-{
-#pragma omp parallel for num_threads(threads) schedule(dynamic, 64)
-    for (int t = 0; t < n; ++t) {
-        threadIdx.x = t;
-        verify_windows(genome, reads, read_start, read_len, max_e, win_start, win_len, n,
-                       best_out, n_ends_out, ends_out, starts_out, edits_out);
-    }
-}
-#endif

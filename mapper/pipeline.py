@@ -103,17 +103,20 @@ def find_mappings(batch, index, backend, filter_mode, fixed_e, reads_path, count
     with contextlib.closing(backend.index_parts(index, rows)) as parts:  # one part unless the GPU is too small
         for _ in counters.timed_iter("load", parts):
             with counters.timed("seed"):
-                cands, stats = backend.seed(rows, index)
-            counters.seeding.add(stats)
-            if dump is not None:
-                with counters.timed("output"):
-                    dump.write(candidate_pairs(rows, cands, reference))
-            with counters.timed("filter"):
-                cands, rejected = backend.filtered(filter_mode, rows, cands, reference)
-            counters.filtered_out += rejected
-            counters.verified += len(cands)
-            with counters.timed("verify"):
-                found.append(backend.verify(rows, cands, reference))
+                groups = backend.row_groups(rows, index)  # one unless the batch's reads hit too much
+            for group in groups:
+                with counters.timed("seed"):
+                    cands, stats = backend.seed(group, index)
+                counters.seeding.add(stats)
+                if dump is not None:
+                    with counters.timed("output"):
+                        dump.write(candidate_pairs(group, cands, reference))
+                with counters.timed("filter"):
+                    cands, rejected = backend.filtered(filter_mode, group, cands, reference)
+                counters.filtered_out += rejected
+                counters.verified += len(cands)
+                with counters.timed("verify"):
+                    found.append(backend.verify(group, cands, reference))
     return rows, found[0] if len(found) == 1 else Mappings.concat(found)
 
 

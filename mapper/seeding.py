@@ -20,6 +20,7 @@ Steps, each counted in `SeedStats`:
    and chains are cut into bands of width e+1, so that one verification covers a band and windows stay
    at most L + 3e long.
 """
+import dataclasses
 import functools
 from dataclasses import dataclass, field
 
@@ -42,6 +43,13 @@ class StrandRows:
         """uint8 [2T]: `forward`, then its reverse complement (rows n..2n-1). Built on first use: the cuda
         backend builds its device copy from `forward` on the GPU and never needs this one."""
         return np.concatenate([self.forward, COMPLEMENT[self.forward[::-1]]])
+
+    def with_active(self, active):
+        """These rows with only `active` ones seeded; the codes (built once) are shared."""
+        out = dataclasses.replace(self, active=active)
+        if "codes" in self.__dict__:
+            out.__dict__["codes"] = self.codes
+        return out
 
     @property
     def n_reads(self):
@@ -142,17 +150,28 @@ def occurs_within(index, keys, lo, hi):
     return found
 
 
-def seed(rows, index):
-    """Candidates of all rows (see the module docstring), and the counts of each step."""
+@dataclass
+class Selection:
+    """Steps 1-2 for a batch: every row's k-mers (row krow, index kj in the row, key, has an N, bucket
+    size) with each row's first k-mer index and count, and the chosen ones (indices into those arrays)."""
+    nk: np.ndarray
+    kfirst: np.ndarray
+    krow: np.ndarray
+    kj: np.ndarray
+    keys: np.ndarray
+    has_n: np.ndarray
+    count: np.ndarray
+    chosen: np.ndarray
+
+
+def select(rows, index):
+    """Steps 1-2: the k-mers of every active row, and the e+1 least frequent of each."""
     ws = index.ws
-    stats = SeedStats()
     nk = np.where(rows.active, rows.length // ws, 0)
     kfirst = np.cumsum(nk) - nk
     krow, kj = ragged_arange(nk)
     keys, has_n = gather_kmers(rows.codes, rows.start[krow] + kj * ws, ws)
     count = np.where(has_n, 0, index.bucket_sizes(keys))
-    stats.kmers = len(keys)
-
     # 2. cheap selection: the e+1 least frequent k-mers of each row. An N or absent k-mer counts as
     # frequency 0: it is certainly broken, so it may take a slot (the pigeonhole holds for *any* e+1
     # k-mers) and costs nothing, which makes the selection both complete and as cheap as possible.
@@ -160,6 +179,38 @@ def seed(rows, index):
     rank = np.arange(len(by_freq)) - kfirst[krow[by_freq]]
     chosen = by_freq[rank < rows.e[krow[by_freq]] + 1]
     chosen = chosen[count[chosen] > 0]
+    return Selection(nk, kfirst, krow, kj, keys, has_n, count, chosen)
+
+
+def hit_groups(rows, index, budget):
+    """`rows` cut into groups of whole reads (both strands) whose seed hits add up to at most `budget`
+    (a read with more is a group of its own): each group is `rows` with only its reads active, so row
+    numbers, and everything keyed by them, stay the batch's. Seeding and verifying one group at a time
+    bounds the memory of a batch by the budget instead of by what its reads hit (a poly-A read hits
+    every poly-A stretch of the genome)."""
+    sel = select(rows, index)
+    per_row = np.bincount(sel.krow[sel.chosen], weights=sel.count[sel.chosen], minlength=len(rows.start))
+    per_read = per_row[:rows.n_reads] + per_row[rows.n_reads:]
+    if per_read.sum() <= budget:
+        return [rows]
+    ends = np.cumsum(per_read)
+    group = np.empty(rows.n_reads, dtype=np.int64)
+    start = g = 0
+    while start < rows.n_reads:
+        cut = max(int(np.searchsorted(ends, ends[start] - per_read[start] + budget, side="right")), start + 1)
+        group[start:cut] = g
+        start, g = cut, g + 1
+    return [rows.with_active(rows.active & np.tile(group == k, 2)) for k in range(g)]
+
+
+def seed(rows, index):
+    """Candidates of all rows (see the module docstring), and the counts of each step."""
+    ws = index.ws
+    stats = SeedStats()
+    sel = select(rows, index)
+    nk, kfirst, krow, kj, keys, has_n, count, chosen = (
+        sel.nk, sel.kfirst, sel.krow, sel.kj, sel.keys, sel.has_n, sel.count, sel.chosen)
+    stats.kmers = len(keys)
     stats.seeds = len(chosen)
 
     # 3. emission

@@ -97,11 +97,11 @@ def test_device_candidates_verified_in_place(backend, monkeypatch, index_dir, ca
 @pytest.mark.parametrize("e", [None, 9])
 def test_gpu_filter_equals_cpu(backend, index_dir, mode, e):
     """The filter stage on the GPU (windows gathered from the resident genome) decides as the cpu one."""
-    from mapper.backends.cpu import CpuBackend
+    from mapper.backends.cpu import NumpyBackend
     index = load_index(SHIGELLA, index_dir(SHIGELLA))
     batch, rows = batch_rows(READS / "shigella_dysenteriae_ERR6005894_R1.fastq.gz", 500, e)
     cands, _ = seed(rows, index)
-    want = CpuBackend().filter(mode, rows, cands, index.reference)
+    want = NumpyBackend().filter(mode, rows, cands, index.reference)
     assert 0 < want.sum() < len(want)
     assert np.array_equal(backend.filter(mode, rows, cands, index.reference), want)
 
@@ -110,13 +110,13 @@ def test_gpu_filter_equals_cpu(backend, index_dir, mode, e):
 def test_filter_on_device_candidates(backend, monkeypatch, index_dir, mode):
     """Seeding's candidates filtered where they are (one read length and e), compacted on the device and
     verified: the decisions are the cpu filter's and the loci those of the cpu backend's kept windows."""
-    from mapper.backends.cpu import CpuBackend
+    from mapper.backends.cpu import NumpyBackend
     monkeypatch.setattr(cuda_mapping, "BAND_CAPACITY", 300)
     index = load_index(SHIGELLA, index_dir(SHIGELLA))
     batch, rows = batch_rows(READS / "shigella_dysenteriae_ERR6005894_R1.fastq.gz", 300, 6)
     rows.length[:] = rows.length.min()  # one read length: the in-place path (reads are cut to it)
     cands, _ = seed(rows, index)
-    want = CpuBackend().filter(mode, rows, cands, index.reference)
+    want = NumpyBackend().filter(mode, rows, cands, index.reference)
     dev, _ = backend.seed(rows, index)
     assert len(dev.parts) > 1 and 0 < want.sum() < len(want)
     keep = backend.filter(mode, rows, dev, index.reference)
@@ -136,14 +136,14 @@ def test_fused_filter_and_compaction(backend, monkeypatch, index_dir, e, mode):
     """Each filter fused with the compaction of its survivors (gatekeeper.cu gatekeeper_candidates,
     gatekeeper_faithful_candidates): the same windows as the cpu filter keeps, in some order, and the same
     loci once verified."""
-    from mapper.backends.cpu import CpuBackend
+    from mapper.backends.cpu import NumpyBackend
     monkeypatch.setattr(cuda_mapping, "BAND_CAPACITY", 300)
     index = load_index(SHIGELLA, index_dir(SHIGELLA))
     batch, rows = batch_rows(READS / "shigella_dysenteriae_ERR6005894_R1.fastq.gz", 300, e)
     rows.length[:] = rows.length.min()
     rows.forward[::397] = CODE_N  # some reads with an N: undefined for the published filter
     cands, _ = seed(rows, index)
-    want = CpuBackend().filter(mode, rows, cands, index.reference)
+    want = NumpyBackend().filter(mode, rows, cands, index.reference)
     dev, _ = backend.seed(rows, index)
     assert len(dev.parts) > 1 and 0 < want.sum() < len(want)
     kept, rejected = backend.filtered(mode, rows, dev, index.reference)

@@ -6,7 +6,7 @@ The kernels of kernels/kmer_sort.cu need a GPU (shared memory, warp votes); here
 twin of its documented contract (tile scans, digit-major radix counts, stable scatter, run heads...), so that
 what is checked is everything around them. The real kernels are checked against the cpu backend on a GPU
 (tests/test_kmers_gpu.py). "Device" memory is host memory here: a buffer's int() is its address, so the
-pointer arithmetic of gpu.py works unchanged and the compiled kernels (tests/host_cuda.py builds them with
+pointer arithmetic of gpu.py works unchanged and the compiled kernels (mapper/backends/host.py builds them with
 g++) read and write it.
 """
 import ctypes
@@ -14,8 +14,8 @@ import ctypes
 import numpy as np
 import pytest
 
-import host_cuda
 from mapper.backends import cuda as real_cuda
+from mapper.backends import host
 from mapper.kmers import backend as backend_module
 from mapper.kmers import gpu
 from mapper.kmers.count import sort_count
@@ -49,16 +49,13 @@ def _argument(value):
 
 
 class CompiledKernel:
-    """A kernel of kmer_extract.cu / kmer_codec.cu built as host C++, one call per thread index."""
+    """A kernel of kmer_extract.cu / kmer_codec.cu built as host C++ (its grid entry point, on one thread)."""
 
     def __init__(self, lib, name):
-        self.set_thread, self.fn = lib.gkmap_set_thread, getattr(lib, name)
+        self.fn = getattr(lib, f"{name}__grid")
 
     def run(self, n, args):
-        converted = [_argument(a) for a in args]
-        for i in range(n):
-            self.set_thread(i)
-            self.fn(*converted)
+        self.fn(ctypes.c_longlong(int(n)), ctypes.c_int(1), ctypes.c_int(real_cuda.BLOCK), *(_argument(a) for a in args))
 
 
 class Twin:
@@ -197,7 +194,7 @@ class HostDevice:
     def function(self, source, name, **defines):
         if source == "kmer_sort.cu":
             return Twin(TWINS[name])
-        lib = host_cuda._library(source, tuple(sorted({**real_cuda.code_defines(), **defines}.items())))
+        lib = host._library(source, tuple(sorted({**real_cuda.code_defines(), **defines}.items())))
         return CompiledKernel(lib, name)
 
     def driver(self):

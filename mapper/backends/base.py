@@ -28,6 +28,11 @@ class Backend(abc.ABC):
         index, unless the cuda backend maps a reference too big for its device in parts)."""
         yield index
 
+    def row_groups(self, rows, index):
+        """`rows` as the groups the stages run on one after the other (seeding.hit_groups), so that a batch's
+        working memory stays within the backend's budget; one group unless a backend bounds it."""
+        return [rows]
+
     @abc.abstractmethod
     def seed(self, rows, index):
         """StrandRows, KmerIndex -> (seeding.Candidates, seeding.SeedStats)."""
@@ -65,9 +70,9 @@ def cuda_available():
 
 def get_backend(device):
     """'cpu', 'cuda' or 'auto' (cuda when a GPU and the cuda mapping backend are there, else cpu)."""
-    from mapper.backends.cpu import CpuBackend
+    from mapper.backends.cpu import cpu_backend
     if device == "cpu":
-        return CpuBackend()
+        return cpu_backend()
     if device in ("cuda", "auto"):
         if device == "cuda" and not cuda_available():
             raise UsageError("--device cuda: no CUDA GPU or no pycuda here (install gkmap[gpu]); use --device cpu")
@@ -76,5 +81,5 @@ def get_backend(device):
             return CudaBackend()
         if device == "cuda":
             raise UsageError("--device cuda: the cuda mapping backend is not part of this version yet; use --device cpu")
-        return CpuBackend()
+        return cpu_backend()
     raise UsageError(f"--device must be auto, cpu or cuda, not {device!r}")

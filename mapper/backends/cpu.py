@@ -1,19 +1,53 @@
-"""The cpu backend: numpy-vectorised seeding and filter; verification by kernels/myers.cu compiled for the
-host (mapper/backends/host.py: the GPU's kernel on every core), or by its numpy twin without a compiler."""
+"""The cpu backend: the cuda backend's own code and kernels, run on the host.
+
+`CpuBackend` is the cuda mapping backend (mapper/backends/cuda_mapping.py) with the host device layer
+(mapper/backends/host.py) active: kernels/*.cu compiled as C++ with OpenMP, "device" buffers in host memory.
+So seeding, the GateKeeper filter and verification are compiled and multi-threaded, and the SAM is the
+cuda backend's byte for byte because it is the same code. Without a C++ compiler, `NumpyBackend` does the
+same work with numpy (seeding.py, verify.py: several times slower) and gkmap says so on stderr.
+"""
+import functools
+import logging
+
 import numpy as np
 
 from mapper.backends import host
 from mapper.backends.base import Backend
+from mapper.backends.cuda_mapping import CudaBackend
+from mapper.backends.device import using
 from mapper.filters import windows
 from mapper.filters.gatekeeper import make_filter
-from mapper.seeding import seed
-from mapper.verify import MAX_ENDS, Mappings, kernel_defines, kernel_mappings, verify
+from mapper.seeding import hit_groups, seed
+from mapper.verify import verify
 
-VERIFY_CHUNK = 1 << 20  # windows per kernel call: bounds the answer planes (about 100 bytes a window)
+log = logging.getLogger("gkmap")
+HIT_BUDGET = 1 << 22  # seed hits the numpy seeder expands at once (~1 KB each through the adjacency filter)
 
 
-class CpuBackend(Backend):
+def _on_host(method):
+    @functools.wraps(method)
+    def run(self, *args, **kwargs):
+        with using(host):
+            return method(self, *args, **kwargs)
+    return run
+
+
+class CpuBackend(CudaBackend):
     name = "cpu"
+
+    load = _on_host(CudaBackend.load)
+    seed = _on_host(CudaBackend.seed)
+    filter = _on_host(CudaBackend.filter)
+    filtered = _on_host(CudaBackend.filtered)
+    verify = _on_host(CudaBackend.verify)
+
+
+class NumpyBackend(Backend):
+    """The cpu backend where no C++ compiler is installed: numpy seeding and filter, numpy Myers."""
+    name = "cpu"
+
+    def row_groups(self, rows, index):
+        return hit_groups(rows, index, HIT_BUDGET)
 
     def seed(self, rows, index):
         return seed(rows, index)
@@ -31,21 +65,12 @@ class CpuBackend(Backend):
         return keep
 
     def verify(self, rows, cands, reference):
-        lib = host.library("myers.cu", **kernel_defines(rows.length.max(initial=1)))
-        if lib is None or not len(cands):
-            return verify(rows, cands, reference)
-        return Mappings.concat([self._verify_host(lib, rows, cands.subset(slice(a, a + VERIFY_CHUNK)), reference)
-                                for a in range(0, len(cands), VERIFY_CHUNK)])
+        return verify(rows, cands, reference)
 
-    @staticmethod
-    def _verify_host(lib, rows, cands, reference):
-        n = len(cands)
-        wstart, wend = cands.windows(rows, reference)
-        best, n_ends = np.empty(n, np.int32), np.empty(n, np.int32)
-        ends, starts, edits = (np.empty((MAX_ENDS, n), np.int32) for _ in range(3))
-        i32 = lambda a: np.ascontiguousarray(a, dtype=np.int32)
-        host.call(lib.verify_windows_host, host.threads(), np.ascontiguousarray(reference.codes), rows.codes,
-                  np.ascontiguousarray(rows.start[cands.row]), i32(rows.length[cands.row]), i32(rows.e[cands.row]),
-                  np.ascontiguousarray(wstart), i32(wend - wstart), n, best, n_ends, ends, starts, edits)
-        maps, over = kernel_mappings(cands.row, cands.contig, wstart, best, n_ends, ends, starts, edits)
-        return Mappings.concat([maps, verify(rows, cands.subset(over), reference)]) if len(over) else maps
+
+def cpu_backend():
+    """CpuBackend where kernels can be built (a C++ compiler), else NumpyBackend, said once on stderr."""
+    if host.available():
+        return CpuBackend()
+    log.warning("no C++ compiler (g++): the cpu backend runs on numpy, several times slower")
+    return NumpyBackend()

@@ -14,7 +14,8 @@ import logging
 
 import numpy as np
 
-from mapper.backends import cuda, index_parts
+from mapper.backends import device, index_parts
+from mapper.backends.device import layer as cuda
 from mapper.backends.base import Backend
 from mapper.filters import windows
 from mapper.filters._gpu import faithful_defines, improved_defines
@@ -324,6 +325,7 @@ class DeviceCandidates:
 
     def __init__(self, parts):
         self.parts = parts
+        self.layer = device.current()  # where the buffers live, for host stages reading them later
 
     @classmethod
     def upload(cls, cands):
@@ -337,6 +339,10 @@ class DeviceCandidates:
 
     def subset(self, mask):
         """The candidates where the host bool mask is set, compacted on the device."""
+        with device.using(self.layer):
+            return self._subset(mask)
+
+    def _subset(self, mask):
         parts, begin = [], 0
         for n, *bufs in self.parts:
             kept = np.flatnonzero(mask[begin:begin + n])
@@ -349,6 +355,10 @@ class DeviceCandidates:
     def host(self):
         if not self.parts:
             return Candidates()
+        with device.using(self.layer):
+            return self._fetch()
+
+    def _fetch(self):
         columns = [[cuda.from_device(buf, (n,), dtype).astype(np.int64)
                     for buf, dtype in zip(bufs, COLUMNS)]
                    for n, *bufs in self.parts]

@@ -1,34 +1,38 @@
-"""Kernels of kernels/*.cu compiled as host C++ with OpenMP: the cpu backend's compiled core.
+"""The device layer on the host: kernels/*.cu compiled as C++ with OpenMP, "device" buffers as numpy arrays.
 
-One source, two targets: the cpu backend runs the very kernel the GPU runs, so the two cannot drift (the
-SAM is the same byte for byte by construction, not by a second implementation kept in step). A kernel
-source opts in with a host entry point under `#ifdef GKMAP_HOST` that runs the kernel body for every
-"thread" index in an OpenMP loop; `SHIM` turns CUDA's keywords into C++ and gives each OpenMP thread its own
-`threadIdx`. The library is built on first use with g++ (-O3 -fopenmp) into the kernel cache
-(cuda.cached_build, keyed by the sources, defines and compiler). Without a compiler the cpu backend uses its
-numpy twin (mapper/myers.py) and says so once on stderr.
+It offers what mapper/backends/cuda.py offers (function, launch, buffers, copies, Timer), so the cuda
+mapping backend's own code runs unchanged on a machine without a GPU: that is the cpu backend (one kernel
+source, two targets: the cpu and cuda backends cannot drift, and the SAM is the same byte for byte by
+construction). Each kernel source is compiled on first use with g++ (-O3 -fopenmp) into the kernel cache
+(cuda.cached_build, keyed by the sources, defines and compiler). `SHIM`, put before the source, turns
+CUDA's keywords into C++; after every `extern "C" __global__` kernel a grid entry point
+`NAME__grid(n, threads, block, args...)` is generated
+that runs the kernel body for thread indices 0..n-1 in an OpenMP loop, each OpenMP thread with its own
+blockIdx/threadIdx (blocks of BLOCK threads, as on the GPU). The kernels are written one thread per item with no
+block cooperation (tests/host_cuda.py has always run them one thread at a time), and their atomicAdd is a
+real atomic on the host (kernels/common.cuh).
 """
 import ctypes
 import functools
-import logging
 import os
+import re
 import shutil
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
 
-from mapper.backends.cuda import KERNEL_DIR, cached_build, code_defines
-
-log = logging.getLogger("gkmap")
+from mapper.backends.cuda import BLOCK, KERNEL_DIR, cached_build, code_defines
 
 SHIM = """
 #include <algorithm>
 using std::min;
 struct Dim { int x; };
-static Dim blockIdx{0}, blockDim{1};
-static thread_local Dim threadIdx{0};
-extern "C" void gkmap_set_thread(int i) { threadIdx.x = i; }
+static thread_local Dim blockDim{1}, blockIdx{0}, threadIdx{0};
+static inline void gkmap_set_thread(long long t, int block) {
+  blockDim.x = block; blockIdx.x = (int)(t / block); threadIdx.x = (int)(t % block);
+}
 #define GKMAP_HOST 1
 #define __global__
 #define __host__
@@ -44,49 +48,151 @@ static inline unsigned int __brev(unsigned int x) {
 }
 #define __forceinline__ inline
 #define __restrict__
-#include "SOURCE"
 """
+_KERNEL = re.compile(r'extern "C" __global__ void (\w+)\s*\(([^)]*)\)')
+_threads = [0]  # 0: every core this process may use
+
+
+def set_threads(n):
+    """OpenMP threads per launch (`-t`); 0 for every core this process may use."""
+    _threads[0] = max(0, int(n or 0))
 
 
 def threads():
-    """Cores this process may use (its CPU affinity, e.g. a cluster job's share)."""
+    if _threads[0]:
+        return _threads[0]
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
+def available():
+    """Whether kernels can be built here (a C++ compiler)."""
+    return shutil.which("g++") is not None
+
+
+def with_grid_entries(source_text):
+    """The source with a grid entry point (see the module docstring) after every kernel, inside the same
+    preprocessor branches as the kernel itself (a source may compile some kernels only under a -D)."""
+    out, done = [], 0
+    for match in _KERNEL.finditer(source_text):
+        name, params = match.groups()
+        depth, at = 0, source_text.index("{", match.end())
+        while True:  # to the brace closing the kernel's body
+            depth += {"{": 1, "}": -1}.get(source_text[at], 0)
+            if depth == 0:
+                break
+            at += 1
+        names = [re.findall(r"\w+", p)[-1] for p in _expanded(params, source_text).split(",") if p.strip()]
+        out.append(source_text[done:at + 1])
+        out.append(f'\nextern "C" void {name}__grid(long long gkmap_n, int gkmap_threads, int gkmap_block, {params}) {{\n'
+                   f"#pragma omp parallel for num_threads(gkmap_threads) schedule(dynamic, {BLOCK})\n"
+                   f"    for (long long gkmap_t = 0; gkmap_t < gkmap_n; ++gkmap_t) {{\n"
+                   f"        gkmap_set_thread(gkmap_t, gkmap_block);\n        {name}({', '.join(names)});\n    }}\n}}\n")
+        done = at + 1
+    out.append(source_text[done:])
+    return "".join(out)
+
+
+def _expanded(params, source_text):
+    """`params` with a parameter-list macro (a lone identifier, e.g. INDEX_PARAMS) replaced by its #define."""
+    def expand(match):
+        found = re.search(rf"#define {match.group(1)}\s+((?:.*\\\n)*.*)", source_text)
+        return found.group(1).replace("\\\n", " ") if found else match.group(0)
+    return re.sub(r"(?:(?<=,)|^)\s*([A-Z_][A-Z0-9_]*)\s*(?=,|$)", expand, params)
+
+
 @functools.lru_cache(maxsize=None)
-def library(source, **defines):
-    """ctypes library of kernels/`source` built for the host, or None (said once) when no compiler works."""
+def _library(source, defines):
     compiler = shutil.which("g++")
     if compiler is None:
-        log.warning("no C++ compiler (g++): the cpu backend runs its numpy fallback, several times slower")
-        return None
-    merged = tuple(sorted({**code_defines(), **defines}.items()))
+        raise RuntimeError("no C++ compiler (g++) to build the cpu backend's kernels")
+    shim = SHIM.replace("BLOCK_SIZE", str(BLOCK)) + with_grid_entries((KERNEL_DIR / source).read_text())
     with tempfile.TemporaryDirectory(prefix="gkmap-host-") as tmp:
-        shim = Path(tmp) / f"{Path(source).stem}.cpp"
-        shim.write_text(SHIM.replace("SOURCE", str(KERNEL_DIR / source)))
-        try:
-            binary = cached_build(source, merged, ("host", compiler, os.stat(compiler).st_mtime_ns), ".so",
-                                  lambda out: [compiler, "-O3", "-fopenmp", "-shared", "-fPIC", f"-I{KERNEL_DIR}",
-                                               *(f"-D{k}={v}" for k, v in merged), "-o", out, str(shim)])
-        except (RuntimeError, OSError) as error:
-            log.warning("the cpu backend's compiled core could not be built (%s): numpy fallback", error)
-            return None
+        cpp = Path(tmp) / f"{Path(source).stem}.cpp"
+        cpp.write_text(shim)
+        binary = cached_build(source, defines, ("host", compiler, os.stat(compiler).st_mtime_ns, shim), ".so",
+                              lambda out: [compiler, "-O3", "-fopenmp", "-shared", "-fPIC", f"-I{KERNEL_DIR}",
+                                           *(f"-D{k}={v}" for k, v in defines), "-o", out, str(cpp)])
         built = Path(tmp) / "lib.so"
         built.write_bytes(binary)
         return ctypes.CDLL(str(built))  # dlopen keeps the mapping after the file is removed
 
 
-def call(entry, *values):
-    """Call a host entry point: arrays by address (kept alive by this frame for the call), np.int64 as long
-    long, other numbers as int."""
-    converted = []
-    for value in values:
-        if isinstance(value, np.ndarray):
-            if not value.flags.c_contiguous:
-                raise ValueError("host kernels take contiguous arrays")
-            converted.append(ctypes.c_void_p(value.ctypes.data))
-        elif isinstance(value, np.int64):
-            converted.append(ctypes.c_longlong(int(value)))
-        else:
-            converted.append(ctypes.c_int(int(value)))
-    entry(*converted)
+class HostKernel:
+    """A kernel's grid entry point; called by `launch`."""
+
+    def __init__(self, lib, name):
+        self.entry = getattr(lib, f"{name}__grid")
+
+
+def function(source, name, **defines):
+    """Kernel `name` of kernels/`source` built for the host with `defines` (and the code constants)."""
+    return HostKernel(_library(source, tuple(sorted({**code_defines(), **defines}.items()))), name)
+
+
+def _argument(value):
+    if isinstance(value, np.ndarray):
+        return ctypes.c_void_p(value.ctypes.data)
+    if isinstance(value, (np.int64, np.uint64)):  # np.intp too: a pointer (shifted) travels as 64 bits
+        return ctypes.c_longlong(int(value))
+    return ctypes.c_int(int(value))
+
+
+def launch(kernel, n, *args, block=BLOCK):
+    """Run the kernel for thread indices 0..n-1 (blocks of `block`) over `threads()` OpenMP threads. The
+    arrays are held by this frame for the call."""
+    if n:
+        kernel.entry(ctypes.c_longlong(int(n)), ctypes.c_int(threads()), ctypes.c_int(block),
+                     *(_argument(a) for a in args))
+
+
+def to_device(array):
+    return np.ascontiguousarray(array).view(np.uint8).reshape(-1).copy()
+
+
+def empty(nbytes):
+    return np.empty(max(int(nbytes), 1), dtype=np.uint8)
+
+
+def memset(buffer, value, nbytes):
+    buffer[:nbytes] = value
+
+
+scratch, scratch_copy = empty, to_device  # the device's pooled buffers: plain arrays here
+
+
+def copy_into(buffer, array):
+    data = np.ascontiguousarray(array).reshape(-1).view(np.uint8)
+    buffer[:len(data)] = data
+
+
+def upload(array):
+    """The array itself as a byte buffer, no copy (an index's memory map stays one copy in the page cache):
+    kernels only read what is uploaded."""
+    return np.ascontiguousarray(array).reshape(-1).view(np.uint8)
+
+
+def shifted(buffer, by):
+    return np.intp(buffer.ctypes.data - int(by))
+
+
+def free_memory():
+    return 1 << 50  # host memory is the page cache's: the index is never cut into parts here
+
+
+def from_device(buffer, shape, dtype):
+    count = int(np.prod(shape))
+    if count == 0:
+        return np.empty(shape, dtype=dtype)
+    return buffer.view(np.dtype(dtype))[:count].reshape(shape).copy()
+
+
+class Timer:
+    """Wall time of the block (the GPU layer times with CUDA events)."""
+
+    def __enter__(self):
+        self._start = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc):
+        self.seconds = time.perf_counter() - self._start
+        return False

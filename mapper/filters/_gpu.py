@@ -13,7 +13,7 @@ The pairs-file path that does everything on the GPU, parsing included, is `_text
 import numpy as np
 
 from mapper.alphabet import pack_2bit
-from mapper.backends import cuda
+from mapper.backends.device import layer as cuda
 from mapper.filters import _bitvec
 from mapper.filters._stream import Device, StreamFilter
 

@@ -1,0 +1,36 @@
+"""The device seam: which device layer the GPU-style mapping code runs on.
+
+`layer` stands for a device layer module (mapper/backends/cuda.py, PyCUDA on a GPU; mapper/backends/host.py,
+the same kernels compiled for the host): every attribute read is forwarded to the layer active in the
+current context, by default the GPU's. The cpu backend runs the cuda backend's code inside `using(host)`,
+so one body of code drives both targets and tests inject a layer the same way, with no monkeypatching.
+"""
+import contextlib
+import contextvars
+
+from mapper.backends import cuda as gpu
+
+_active = contextvars.ContextVar("gkmap_device_layer", default=gpu)
+
+
+def current():
+    """The active layer module."""
+    return _active.get()
+
+
+@contextlib.contextmanager
+def using(module):
+    """Make `module` the active layer for the block (in this context: threads start with the default)."""
+    token = _active.set(module)
+    try:
+        yield module
+    finally:
+        _active.reset(token)
+
+
+class _Layer:
+    def __getattr__(self, name):
+        return getattr(_active.get(), name)
+
+
+layer = _Layer()
