@@ -38,6 +38,8 @@
  *      read_start  int64  [n]   first base of each window's read in `reads`; read_len int32 [n]
  *      max_e       int32  [n]   e of each window's read
  *      win_start   int64  [n]   first genome base of each window; win_len int32 [n]
+ *      win_skip    int32  [n]   or null: leading columns that are not ends (alignments may still start
+ *                              there): locus refinement (mapper/verify.py) covers only a stretch's zone
  * Out: best       int32  [n]   the window's fewest edits, or -1
  *      n_ends     int32  [n]   number of taken ends; more than MAX_ENDS, or a window longer than MAX_WIN,
  *                              is reported as MAX_ENDS + 1 and the host redoes the window
@@ -127,7 +129,7 @@ extern "C" __global__ void verify_windows(
     const uint8_t *__restrict__ genome, const uint8_t *__restrict__ reads,
     const long long *__restrict__ read_start, const int *__restrict__ read_len,
     const int *__restrict__ max_e, const long long *__restrict__ win_start,
-    const int *__restrict__ win_len, const int n,
+    const int *__restrict__ win_len, const int n, const int *__restrict__ win_skip,
     int *__restrict__ best_out, int *__restrict__ n_ends_out,
     int *__restrict__ ends_out, int *__restrict__ starts_out, int *__restrict__ edits_out)
 {
@@ -136,6 +138,7 @@ extern "C" __global__ void verify_windows(
         return;
     const int L = read_len[i];
     const int W = win_len[i];
+    const int skip = win_skip ? win_skip[i] : 0;
     const int e = max_e[i];
     const int nw = (L + 63) / 64;
     const int last_bit = (L - 1) & 63;
@@ -156,8 +159,9 @@ extern "C" __global__ void verify_windows(
     int score = L, best = e + 1;
     for (int j = 0; j < W; ++j) {
         score += advance(Pv, Mv, pA, pC, pG, pT, win[j], nw, last_bit, 0);
-        D[j] = (uint8_t)min(score, 255);
-        best = min(best, score);
+        D[j] = j < skip ? 255 : (uint8_t)min(score, 255);
+        if (j >= skip)
+            best = min(best, score);
     }
     if (best > e) {
         best_out[i] = -1;

@@ -80,14 +80,44 @@ def _verify_chunk(rows, row, contig, wstart, width, reference):
     return Mappings(row[window], contig[window], first, end + 1, edits)
 
 
-def window_covers(genome, codes, read_start, read_len, e, win_start, win_len):
+def window_covers(genome, codes, read_start, read_len, e, win_start, win_len, skip=None):
     """The cover of each window (the module docstring) as flat arrays: (window, end, edits, start), ends
-    inclusive and starts in genome coordinates, ordered by window, then end."""
-    D, offsets = last_rows(genome, codes, read_start, read_len, win_start, win_len, int(e.max(initial=0)) + 1)
+    inclusive and starts in genome coordinates, ordered by window, then end. `skip` (int [n]): leading
+    columns of each window that are not ends, though alignments may start there."""
+    cap = int(e.max(initial=0)) + 1
+    D, offsets = last_rows(genome, codes, read_start, read_len, win_start, win_len, cap)
+    if skip is not None:
+        owner, column = ragged_arange(skip)
+        D[offsets[owner] + column] = cap
     window, column, edits = greedy_cover(D, offsets, e)
     end = win_start[window] + column
     first = leftmost_starts(genome, codes, read_start[window], read_len[window], end, edits, win_start[window])
     return window, end, edits, first
+
+
+def compiled_covers(genome, codes, read_start, read_len, e, win_start, win_len, skip=None):
+    """`window_covers` by kernels/myers.cu compiled for the host, on one thread, where a compiler is there
+    (render processes refine many small stretches, where numpy's cost per column would dominate), and by
+    numpy for windows the kernel leaves to the host and where there is no compiler."""
+    from mapper.backends import host  # a device layer: imported only for this
+    n = len(read_start)
+    if not n or not host.available():
+        return window_covers(genome, codes, read_start, read_len, e, win_start, win_len, skip)
+    out = [np.empty(n, np.int32), np.empty(n, np.int32)] + [np.empty((MAX_ENDS, n), np.int32) for _ in range(3)]
+    i32 = lambda a: np.ascontiguousarray(a, dtype=np.int32)
+    i64 = lambda a: np.ascontiguousarray(a, dtype=np.int64)
+    host.launch(host.function("myers.cu", "verify_windows", **kernel_defines(read_len.max())), n,
+                np.ascontiguousarray(genome), codes, i64(read_start), i32(read_len), i32(e), i64(win_start),
+                i32(win_len), np.int32(n), i32(skip) if skip is not None else np.intp(0), *out, workers=1)
+    found, over = kernel_mappings(np.arange(n), np.zeros(n, np.int64), i64(win_start), *out)
+    parts = [(found.row, found.end - 1, found.edits, found.start)]
+    if len(over):
+        redo = window_covers(genome, codes, read_start[over], read_len[over], e[over], win_start[over],
+                             win_len[over], None if skip is None else skip[over])
+        parts.append((over[redo[0]],) + redo[1:])
+    window, end, edits, first = (np.concatenate(c) for c in zip(*parts))
+    order = np.lexsort((end, window))
+    return window[order], end[order], edits[order], first[order]
 
 
 def _no_mappings():
@@ -159,11 +189,13 @@ def select_loci(rows, maps, reference):
     closer than that (tandem repeats, near copies) are recomputed over the whole stretch (`_refine`)."""
     if not len(maps):
         return maps
-    order = _sort_order(maps.row, maps.end, maps.edits, maps.start)
-    maps = maps.take(order)
-    first = np.ones(len(maps), dtype=bool)  # one pick per end: the fewest edits, then the leftmost start
-    first[1:] = (maps.row[1:] != maps.row[:-1]) | (maps.end[1:] != maps.end[:-1])
-    maps = maps.take(first)
+    maps = maps.take(_sort_order(maps.row, maps.end, maps.edits))
+    # one pick per end: the fewest edits, then the leftmost start (windows overlap, so an end may come twice)
+    same_end = (maps.row[1:] == maps.row[:-1]) & (maps.end[1:] == maps.end[:-1])
+    if same_end.any():
+        tie = np.r_[True, ~same_end | (maps.edits[1:] != maps.edits[:-1])]
+        maps.start[tie] = np.minimum.reduceat(maps.start, np.flatnonzero(tie))
+        maps = maps.take(np.r_[True, ~same_end])
     e = rows.e[maps.row]
     new = np.ones(len(maps), dtype=bool)
     new[1:] = ((maps.row[1:] != maps.row[:-1]) | (maps.contig[1:] != maps.contig[:-1])
@@ -190,13 +222,8 @@ def _refine(rows, maps, group, reference):
     zone = np.maximum(maps.end[first] - 1 - e, lo_contig)
     text = np.maximum(zone - length - e + 1, lo_contig)
     width = np.minimum(maps.end[last] + e, hi_contig) - text
-    D, offsets = last_rows(reference.codes, rows.codes, rows.start[row], length, text, width, int(e.max()) + 1)
-    owner, column = ragged_arange(zone - text)
-    D[offsets[owner] + column] = int(e.max()) + 1  # ends before the zone belong to no pick of this group
-    window, column, edits = greedy_cover(D, offsets, e)
-    end = text[window] + column
-    start = leftmost_starts(reference.codes, rows.codes, rows.start[row[window]], length[window], end, edits,
-                            text[window])
+    window, end, edits, start = compiled_covers(reference.codes, rows.codes, rows.start[row], length, e, text, width,
+                                                zone - text)
     return Mappings(row[window], contig[window], start, end + 1, edits)
 
 

@@ -32,3 +32,16 @@ def test_gpu_kernel_equals_host(batch):
     answers = host_answers(*data)
     assert compare(answers, *run(data), cuda_mapping.MAX_ENDS) == 0
     print(f"myers kernel == host verifier on {batch} windows ({sum(d >= 0 for d, _ in answers)} within e)")
+
+
+def test_compiled_covers_with_skipped_columns_equal_numpy():
+    """Locus refinement's path (verify.compiled_covers: the kernel on the host, leading columns that are not
+    ends) against the numpy twin, on windows straddling e and with skips of 0 to 40 columns."""
+    import numpy as np
+    from mapper.verify import compiled_covers, window_covers
+    reads, genome, read_start, read_len, max_e, win_start, win_len = make_windows(3000, seed=5)
+    skip = np.random.default_rng(5).integers(0, 41, len(read_start))
+    skip = np.minimum(skip, win_len)
+    got = compiled_covers(genome, reads, read_start, read_len, max_e, win_start, win_len, skip)
+    want = window_covers(genome, reads, read_start, read_len, max_e, win_start, win_len, skip)
+    assert len(want[0]) > 1000 and all(np.array_equal(a, b) for a, b in zip(got, want))

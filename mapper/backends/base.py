@@ -68,11 +68,12 @@ def cuda_available():
         return False
 
 
-def get_backend(device):
-    """'cpu', 'cuda' or 'auto' (cuda when a GPU and the cuda mapping backend are there, else cpu)."""
+def get_backend(device, threads=None):
+    """'cpu', 'cuda' or 'auto' (cuda when a GPU and the cuda mapping backend are there, else cpu); `threads`:
+    the cpu backend's mapping threads (None: every core the process may use)."""
     from mapper.backends.cpu import cpu_backend
     if device == "cpu":
-        return cpu_backend()
+        return cpu_backend(threads)
     if device in ("cuda", "auto"):
         if device == "cuda" and not cuda_available():
             raise UsageError("--device cuda: no CUDA GPU or no pycuda here (install gkmap[gpu]); use --device cpu")
@@ -81,5 +82,5 @@ def get_backend(device):
             return CudaBackend()
         if device == "cuda":
             raise UsageError("--device cuda: the cuda mapping backend is not part of this version yet; use --device cpu")
-        return cpu_backend()
+        return cpu_backend(threads)
     raise UsageError(f"--device must be auto, cpu or cuda, not {device!r}")

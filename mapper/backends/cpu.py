@@ -35,6 +35,10 @@ def _on_host(method):
 class CpuBackend(CudaBackend):
     name = "cpu"
 
+    def __init__(self, threads=None):
+        super().__init__()
+        host.set_threads(threads)  # the kernels' OpenMP threads (-t), for this process
+
     load = _on_host(CudaBackend.load)
     seed = _on_host(CudaBackend.seed)
     filter = _on_host(CudaBackend.filter)
@@ -68,9 +72,9 @@ class NumpyBackend(Backend):
         return verify(rows, cands, reference)
 
 
-def cpu_backend():
+def cpu_backend(threads=None):
     """CpuBackend where kernels can be built (a C++ compiler), else NumpyBackend, said once on stderr."""
     if host.available():
-        return CpuBackend()
+        return CpuBackend(threads)
     log.warning("no C++ compiler (g++): the cpu backend runs on numpy, several times slower")
     return NumpyBackend()

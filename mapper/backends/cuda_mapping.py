@@ -427,7 +427,7 @@ def _verify_device(genome, reads, read_start, read_len, max_e, win_start, win_le
     kernel = cuda.function("myers.cu", "verify_windows", **{**kernel_defines(longest), "MAX_ENDS": MAX_ENDS})
     best, n_ends = cuda.scratch(4 * n), cuda.scratch(4 * n)
     ends, starts, edits = (cuda.scratch(4 * MAX_ENDS * n) for _ in range(3))
-    cuda.launch(kernel, n, genome, reads, read_start, read_len, max_e, win_start, win_len, np.int32(n),
+    cuda.launch(kernel, n, genome, reads, read_start, read_len, max_e, win_start, win_len, np.int32(n), np.intp(0),
                 best, n_ends, ends, starts, edits)
     return best, n_ends, ends, starts, edits
 

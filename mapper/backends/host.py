@@ -137,11 +137,11 @@ def _argument(value):
     return ctypes.c_int(int(value))
 
 
-def launch(kernel, n, *args, block=BLOCK):
-    """Run the kernel for thread indices 0..n-1 (blocks of `block`) over `threads()` OpenMP threads. The
-    arrays are held by this frame for the call."""
+def launch(kernel, n, *args, block=BLOCK, workers=None):
+    """Run the kernel for thread indices 0..n-1 (blocks of `block`) over `workers` OpenMP threads (default
+    `threads()`). The arrays are held by this frame for the call."""
     if n:
-        kernel.entry(ctypes.c_longlong(int(n)), ctypes.c_int(threads()), ctypes.c_int(block),
+        kernel.entry(ctypes.c_longlong(int(n)), ctypes.c_int(workers or threads()), ctypes.c_int(block),
                      *(_argument(a) for a in args))
 
 

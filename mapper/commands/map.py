@@ -29,7 +29,8 @@ def add_arguments(parser):
                         "less 4G for the batches); a bigger index is mapped in parts of whole contigs, with the same "
                         "output (cuda backend)")
     g.add_argument("-t", "--threads", type=int, default=d.threads, metavar="N",
-                   help="host processes turning loci into SAM records (default: every core but one, at most 16); "
+                   help="host processes turning loci into SAM records (default: every core but one, at most 16), "
+                        "and the cpu backend's mapping threads (default: every core); "
                         "with --gpus/--local-cluster/--scheduler, per worker (default 1: in the worker's task)")
     o = parser.add_argument_group("output")
     o.add_argument("-o", "--output", metavar="OUT.sam", default=d.output, help="SAM file (default: stdout)")
