@@ -50,6 +50,7 @@ development machine): 0.25 Gbp in 4.5 s and 1 Gbp in 15 s (~68 Mbp/s), so ~45 s 
 peak RSS; simulated reads add ~26-32 us each (mapper/simulate.py's per-read loop), ~30 s a million.
 """
 import argparse
+import os
 import re
 import sys
 import tempfile
@@ -65,7 +66,7 @@ from mapper.reference import Reference, read_fasta
 from mapper.simulate import SUBSTITUTION_RATE, simulate_at, write_fastq
 
 ROOT = Path(__file__).resolve().parents[1]
-CHR20 = ROOT.parent / "shared" / "data" / "genomes" / "human_GRCh37_chr20.fa.gz"
+CHR20 = Path(os.environ.get("GKMAP_SHARED_DATA") or ROOT.parent / "shared" / "data") / "genomes" / "human_GRCh37_chr20.fa.gz"
 MAX_GBP = 3.1
 LINE = 60
 WRITE_CHUNK = 100_000 * LINE    # bases converted to text at a time: bounds the writer's memory
