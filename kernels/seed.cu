@@ -237,14 +237,17 @@ extern "C" __global__ void seed_place(
         diag_flags[out] = 0;
         return;
     }
-    int present = 0;
-    for (int j = 0; j < k; ++j) {
-        if (kmer_flags[first + j] & FLAG_N)
-            continue;
+    /* stop as soon as the answer is known: more than e missing rejects, k - e present keeps */
+    int present = 0, missing = 0;
+    for (int j = 0; j < k && missing <= e && present < k - e; ++j) {
         const long long target = d + (long long)j * WS;
-        present += j == j0 || occurs_within(list_offsets, positions, kmer_key[first + j], target - e, target + e);
+        if (!(kmer_flags[first + j] & FLAG_N)
+            && (j == j0 || occurs_within(list_offsets, positions, kmer_key[first + j], target - e, target + e)))
+            ++present;
+        else
+            ++missing;
     }
-    diag_flags[out] = 1 | ((k - present <= e) << 1);
+    diag_flags[out] = 1 | ((missing <= e) << 1);
 }
 
 extern "C" __global__ void seed_bands(
