@@ -176,7 +176,7 @@ class IndexPlugin(WorkerPlugin):
 
 def gpu_context():
     """The worker process's CUDA context (pycuda.autoinit's, made current in the calling thread on first use)."""
-    from mapper.backends import cuda
+    from mapper.device import cuda
     cuda.driver()
     import pycuda.autoinit
     return pycuda.autoinit.context

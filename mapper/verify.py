@@ -99,7 +99,7 @@ def compiled_covers(genome, codes, read_start, read_len, e, win_start, win_len, 
     """`window_covers` by kernels/myers.cu compiled for the host, on one thread, where a compiler is there
     (render processes refine many small stretches, where numpy's cost per column would dominate), and by
     numpy for windows the kernel leaves to the host and where there is no compiler."""
-    from mapper.backends import host  # a device layer: imported only for this
+    from mapper.device import host  # a device layer: imported only for this
     n = len(read_start)
     if not n or not host.available():
         return window_covers(genome, codes, read_start, read_len, e, win_start, win_len, skip)

@@ -206,7 +206,7 @@ def measure(args, es, devices, folder):
           f"{'filter s':>9} {'kernel M/s':>10} {'filter M/s':>10}")
     gks = {device: backend(device) for device in devices}
     if "cuda" in devices:  # a long-running process keeps its GPUs' contexts: the text rows' workers reuse them
-        from mapper.backends import cuda
+        from mapper.device import cuda
         held = [cuda.driver().Device(i).retain_primary_context() for i in range(args.gpus)]  # noqa: F841
     text_options = {k: v for k, v in (("readers", args.readers), ("chunk", args.chunk)) if v}
     measured_bandwidth = not args.bandwidth

@@ -79,7 +79,7 @@ def warm_up_cuda(workdir):
 
 def kernel_rates(path, k, canonical):
     """(k-mers, sort+RLE seconds, encode seconds) of the device work alone on the k-mers of `path`."""
-    from mapper.backends import cuda
+    from mapper.device import cuda
     from mapper.kmers.encode import KmerLayout
     from mapper.kmers.gpu import CudaBackend, CudaKernels
     from mapper.kmers.reading import blocks

@@ -267,7 +267,7 @@ def main(argv=None):
     work.mkdir(parents=True, exist_ok=True)
     skip = set(filter(None, args.skip.split(",")))
     if args.device == "cuda":
-        from mapper.backends import cuda
+        from mapper.device import cuda
         machine = f"{cuda.driver().Device(0).name()}, {os.cpu_count()} cpu cores"
     else:
         machine = f"cpu only, {os.cpu_count()} cores"

@@ -1,10 +1,10 @@
-"""A stand-in for mapper.backends.cuda in tests: the host device layer (mapper/backends/host.py, the
+"""A stand-in for mapper.device.cuda in tests: the host device layer (mapper/device/host.py, the
 kernels compiled as C++ with OpenMP), with freshly allocated buffers poisoned so that an output a kernel
 failed to write shows. Tests hand it to the cuda backend's modules in place of the GPU layer; on a GPU the
 same tests run against the real device (tests marked `gpu`)."""
 import numpy as np
 
-from mapper.backends.host import (SHIM, Timer, copy_into, free_memory, from_device, function, launch,  # noqa: F401
+from mapper.device.host import (SHIM, Timer, copy_into, free_memory, from_device, function, launch,  # noqa: F401
                                   memset, shifted, to_device, upload)
 
 

@@ -15,7 +15,7 @@ import pytest
 import host_cuda
 from filter_common import PAIRS_DIR, adversarial, pairs_text
 from mapper.alphabet import READ_ASCII
-from mapper.backends import cuda
+from mapper.device import cuda
 from mapper.errors import InputError
 from mapper.filters import _text
 from mapper.filters._gpu import GpuGateKeeper, pack_nmask, pack_words
@@ -99,7 +99,7 @@ def real_device(index):
 def factory(request):
     """How a worker gets its device: the host twin, or the GPU."""
     if request.param == "gpu":
-        from mapper.backends import cuda
+        from mapper.device import cuda
         cuda.driver()
         return real_device
     return HostDevice

@@ -1,4 +1,4 @@
-"""mapper.backends.cuda.cubin: kernels are compiled by nvcc once and then read from the on-disk cache
+"""mapper.device.cuda.cubin: kernels are compiled by nvcc once and then read from the on-disk cache
 (nvcc is on every machine that builds gkmap, GPU or not); a change of source or defines compiles anew, and
 a compile error names the kernel source."""
 import shutil
@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from mapper.backends import cuda
+from mapper.device import cuda
 
 pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed here")
 DEFINES = tuple(sorted(cuda.code_defines().items()))

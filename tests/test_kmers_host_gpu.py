@@ -6,7 +6,7 @@ The kernels of kernels/kmer_sort.cu need a GPU (shared memory, warp votes); here
 twin of its documented contract (tile scans, digit-major radix counts, stable scatter, run heads...), so that
 what is checked is everything around them. The real kernels are checked against the cpu backend on a GPU
 (tests/test_kmers_gpu.py). "Device" memory is host memory here: a buffer's int() is its address, so the
-pointer arithmetic of gpu.py works unchanged and the compiled kernels (mapper/backends/host.py builds them with
+pointer arithmetic of gpu.py works unchanged and the compiled kernels (mapper/device/host.py builds them with
 g++) read and write it.
 """
 import ctypes
@@ -14,8 +14,8 @@ import ctypes
 import numpy as np
 import pytest
 
-from mapper.backends import cuda as real_cuda
-from mapper.backends import host
+from mapper.device import cuda as real_cuda
+from mapper.device import host
 from mapper.kmers import backend as backend_module
 from mapper.kmers import gpu
 from mapper.kmers.count import sort_count
@@ -186,7 +186,7 @@ TWINS = {
 
 
 class HostDevice:
-    """The parts of mapper.backends.cuda (and of pycuda.driver) that gpu.py uses, on host memory."""
+    """The parts of mapper.device.cuda (and of pycuda.driver) that gpu.py uses, on host memory."""
 
     BLOCK = real_cuda.BLOCK
     KERNEL_DIR = real_cuda.KERNEL_DIR

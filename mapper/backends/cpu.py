@@ -1,7 +1,7 @@
 """The cpu backend: the cuda backend's own code and kernels, run on the host.
 
 `CpuBackend` is the cuda mapping backend (mapper/backends/cuda_mapping.py) with the host device layer
-(mapper/backends/host.py) active: kernels/*.cu compiled as C++ with OpenMP, "device" buffers in host memory.
+(mapper/device/host.py) active: kernels/*.cu compiled as C++ with OpenMP, "device" buffers in host memory.
 So seeding, the GateKeeper filter and verification are compiled and multi-threaded, and the SAM is the
 cuda backend's byte for byte because it is the same code. Without a C++ compiler, `NumpyBackend` does the
 same work with numpy (seeding.py, verify.py: several times slower) and gkmap says so on stderr.
@@ -11,10 +11,10 @@ import logging
 
 import numpy as np
 
-from mapper.backends import host
+from mapper.device import host
 from mapper.backends.base import Backend
 from mapper.backends.cuda_mapping import CudaBackend
-from mapper.backends.device import using
+from mapper.device import using
 from mapper.filters import windows
 from mapper.filters.gatekeeper import make_filter
 from mapper.seeding import hit_groups, seed

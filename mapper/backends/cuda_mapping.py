@@ -7,16 +7,17 @@ candidates and counts exactly (tests/test_cuda_mapping.py compares them). The ve
 start: mapper/verify.py's contract), so the SAM equals the cpu backend's byte for byte. A window whose
 cover has more than MAX_ENDS ends (long tandem repeats) is redone on the host (mapper/verify.py).
 
-pycuda is imported here and in mapper/backends/cuda.py only, and only when the cuda backend is asked for.
+It reaches its device only through mapper/device (`layer`), whose GPU layer imports pycuda on first use.
 """
 import functools
 import logging
 
 import numpy as np
 
-from mapper.backends import device, index_parts
-from mapper.backends.device import layer as cuda
+from mapper import device
+from mapper.backends import index_parts
 from mapper.backends.base import Backend
+from mapper.device import layer as cuda
 from mapper.filters import windows
 from mapper.filters._gpu import faithful_defines, improved_defines
 from mapper.seeding import Candidates, SeedStats

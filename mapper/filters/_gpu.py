@@ -13,7 +13,7 @@ The pairs-file path that does everything on the GPU, parsing included, is `_text
 import numpy as np
 
 from mapper.alphabet import pack_2bit
-from mapper.backends.device import layer as cuda
+from mapper.device import layer as cuda
 from mapper.filters import _bitvec
 from mapper.filters._stream import Device, StreamFilter
 
@@ -24,7 +24,7 @@ ENCODER, FAITHFUL, IMPROVED = 1, 2, 3  # GK_KERNEL values
 
 def filter_kernel(function, mode, L, W, e, ends="global"):
     """The filter kernel for reads of L and windows (faithful: shifted strings) of W bases, from `function`
-    (mapper.backends.cuda.function or a `Device`'s). Improved mode: `ends` "global" (W == L, the whole read
+    (mapper.device.cuda.function or a `Device`'s). Improved mode: `ends` "global" (W == L, the whole read
     against the whole window) or "infix" (the read anywhere in the window)."""
     if mode == "faithful":
         return function(SOURCE, "gatekeeper_faithful", **faithful_defines(L, e))

@@ -18,7 +18,7 @@ import contextlib
 
 import numpy as np
 
-from mapper.backends import cuda
+from mapper.device import cuda
 
 BATCH = 1 << 22
 NSLOTS = 3
@@ -31,7 +31,7 @@ def aligned(nbytes):
 
 class Device:
     """One GPU for one thread. Device(None) uses the thread's current context (pycuda.autoinit's, with the kernel
-    cache of mapper.backends.cuda); Device(i) pushes GPU i's primary context on this thread until `close()`,
+    cache of mapper.device.cuda); Device(i) pushes GPU i's primary context on this thread until `close()`,
     which frees what this object allocated. Two Device(0) in two threads share the GPU (and its context) but
     have their own buffers and streams."""
 

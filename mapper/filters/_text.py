@@ -523,7 +523,7 @@ def filter_file(path, e, mode, out, gpus=(0,), keep=False, chunk=CHUNK, readers=
     writing the output lines to `out` (binary file object). keep: also return every decision and estimate.
     device_factory(index) makes a worker's `_stream.Device` (tests pass a host twin)."""
     if device_factory is None:
-        from mapper.backends import cuda
+        from mapper.device import cuda
         from mapper.filters._stream import Device
         cuda.driver()  # pycuda.autoinit's context belongs to this thread, not to a worker
         device_factory = Device

@@ -7,7 +7,7 @@ Modes
 - `faithful`: the published GateKeeper-GPU, decision and estimate bit for bit (`_faithful.py`,
   ../shared/spec/gatekeeper-gpu.md), with run-time L and e.
 
-Backends: `cpu` (numpy, vectorised across pairs) and `cuda` (kernels/gatekeeper.cu through mapper.backends.cuda,
+Backends: `cpu` (numpy, vectorised across pairs) and `cuda` (kernels/gatekeeper.cu through mapper.device.cuda,
 imported only when asked for); both give the same decisions and estimates.
 
 For the mapper (interface in mapper/filters/__init__.py):

@@ -14,7 +14,7 @@ into table bytes happen. counter.py drives either one through the same methods:
   task per bin over the bin's slices of all pieces, and encode() compresses bin by bin (codec.py).
 - `CudaBackend` (gpu.py): the same on the GPU, the host only reading and writing files.
 
-`select(device)` picks one; pycuda is imported only when cuda is chosen (mapper.backends.cuda).
+`select(device)` picks one; pycuda is imported only when cuda is chosen (mapper.device.cuda).
 """
 import os
 from collections import deque

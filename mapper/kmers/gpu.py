@@ -1,7 +1,7 @@
 """The cuda backend of `gkmap kmers count`: parsing, k-mer building, sort + RLE and table encoding on the GPU.
 
 The host reads the input and writes the table; everything per base or per k-mer runs in kernels/kmer_*.cu,
-launched through mapper.backends.cuda (pycuda is imported there, on first use):
+launched through mapper.device.cuda (pycuda is imported there, on first use):
 
     FASTA text --(kmer_extract.cu: fasta_bytes, fasta_lines, keep_flags/scan/keep_compact)--> codes
     codes      --(pack_words, kmer_flags/scan/kmer_keys)--> keys appended to the device buffer
@@ -22,7 +22,7 @@ import time
 
 import numpy as np
 
-from mapper.backends import cuda
+from mapper.device import cuda
 from mapper.kmers.backend import EncodedTable
 from mapper.kmers.binning import bin_bits, shift_of
 from mapper.kmers.fasta import CODE_ODD, CODE_SKIP, general_codes

@@ -1,6 +1,7 @@
-"""The device seam: which device layer the GPU-style mapping code runs on.
+"""The device seam: the device layers (cuda.py: PyCUDA on a GPU; host.py: the same kernels compiled as C++
+with OpenMP), and which of them the GPU-style code (backends/cuda_mapping.py, filters/_gpu.py) runs on.
 
-`layer` stands for a device layer module (mapper/backends/cuda.py, PyCUDA on a GPU; mapper/backends/host.py,
+`layer` stands for a device layer module (mapper/device/cuda.py, PyCUDA on a GPU; mapper/device/host.py,
 the same kernels compiled for the host): every attribute read is forwarded to the layer active in the
 current context, by default the GPU's. The cpu backend runs the cuda backend's code inside `using(host)`,
 so one body of code drives both targets and tests inject a layer the same way, with no monkeypatching.
@@ -8,7 +9,7 @@ so one body of code drives both targets and tests inject a layer the same way, w
 import contextlib
 import contextvars
 
-from mapper.backends import cuda as gpu
+from mapper.device import cuda as gpu  # the default layer
 
 _active = contextvars.ContextVar("gkmap_device_layer", default=gpu)
 

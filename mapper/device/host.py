@@ -1,6 +1,6 @@
 """The device layer on the host: kernels/*.cu compiled as C++ with OpenMP, "device" buffers as numpy arrays.
 
-It offers what mapper/backends/cuda.py offers (function, launch, buffers, copies, Timer), so the cuda
+It offers what mapper/device/cuda.py offers (function, launch, buffers, copies, Timer), so the cuda
 mapping backend's own code runs unchanged on a machine without a GPU: that is the cpu backend (one kernel
 source, two targets: the cpu and cuda backends cannot drift, and the SAM is the same byte for byte by
 construction). Each kernel source is compiled on first use with g++ (-O3 -fopenmp) into the kernel cache
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mapper.backends.cuda import BLOCK, KERNEL_DIR, cached_build, code_defines
+from mapper.device.cuda import BLOCK, KERNEL_DIR, cached_build, code_defines
 
 SHIM = """
 #include <algorithm>
