@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 from check_kmers import GENOMES, SHARED_DATA, uncompressed  # noqa: E402
 
 from mapper.kmers import KmerTable  # noqa: E402
-from mapper.backends.base import cuda_available  # noqa: E402
+from mapper.device import cuda_available  # noqa: E402
 
 READS = SHARED_DATA / "reads"
 INPUTS = {

@@ -27,7 +27,7 @@ ECOLI = GENOMES / "ecoli_K12_MG1655_NC_000913.2.fa.gz"
 
 def pytest_collection_modifyitems(config, items):
     """`gpu` tests run only where pycuda and a GPU are present (and must pass there)."""
-    from mapper.backends.base import cuda_available
+    from mapper.device import cuda_available
     if cuda_available():
         return
     skip = pytest.mark.skip(reason="no CUDA GPU / pycuda here")

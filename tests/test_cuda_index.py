@@ -8,7 +8,7 @@ import pytest
 import host_cuda
 from conftest import LAMBDA, MEASLES, SHIGELLA
 from mapper.backends import cuda_index
-from mapper.backends.base import cuda_available
+from mapper.device import cuda_available
 from mapper.index import build_arrays, build_index, load_index
 from mapper.reference import Reference, read_fasta
 

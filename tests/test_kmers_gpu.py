@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from conftest import SHIGELLA
-from mapper.backends.base import cuda_available
+from mapper.device import cuda_available
 from mapper.cli import main
 from mapper.kmers.count import sort_count
 

@@ -76,7 +76,7 @@ def greedy_cover(D, e):
 def test_tandem_repeats_report_the_greedy_cover(gkmap, tmp_path, device, request):
     if device == "cuda":
         request.applymarker(pytest.mark.gpu)
-        from mapper.backends.base import cuda_available
+        from mapper.device import cuda_available
         if not cuda_available():
             pytest.skip("no CUDA GPU / pycuda here")
     rng = np.random.default_rng(17)

@@ -7,6 +7,7 @@ imported only when asked for, so `import mapper` works on a machine without a GP
 import abc
 import importlib.util
 
+from mapper.device import cuda_available
 from mapper.errors import UsageError
 
 
@@ -54,18 +55,6 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def verify(self, rows, cands, reference):
         """StrandRows, Candidates, Reference -> verify.Mappings (all best ends per window, <= e edits)."""
-
-
-def cuda_available():
-    """True when pycuda is importable and a CUDA device answers."""
-    if importlib.util.find_spec("pycuda") is None:
-        return False
-    try:
-        import pycuda.driver as drv
-        drv.init()
-        return drv.Device.count() > 0
-    except Exception:  # any driver failure means "no usable GPU"
-        return False
 
 
 def get_backend(device, threads=None):

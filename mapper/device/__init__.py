@@ -8,6 +8,7 @@ so one body of code drives both targets and tests inject a layer the same way, w
 """
 import contextlib
 import contextvars
+import importlib.util
 
 from mapper.device import cuda as gpu  # the default layer
 
@@ -35,3 +36,15 @@ class _Layer:
 
 
 layer = _Layer()
+
+
+def cuda_available():
+    """True when pycuda is importable and a CUDA device answers."""
+    if importlib.util.find_spec("pycuda") is None:
+        return False
+    try:
+        import pycuda.driver as drv
+        drv.init()
+        return drv.Device.count() > 0
+    except Exception:  # any driver failure means "no usable GPU"
+        return False

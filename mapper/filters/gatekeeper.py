@@ -78,7 +78,7 @@ def encode_faithful(shifted, fixed):
 
 def resolve_device(device):
     """'cpu' or 'cuda' for --device auto|cpu|cuda (auto: cuda when pycuda and a GPU are there)."""
-    from mapper.backends.base import cuda_available
+    from mapper.device import cuda_available
     if device not in DEVICES:
         raise UsageError(f"--device must be one of {', '.join(DEVICES)}, not {device!r}")
     if device == "auto":

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mapper.backends.base import cuda_available
+from mapper.device import cuda_available
 from mapper.errors import UsageError
 from mapper.kmers import codec
 from mapper.kmers.binning import bin_bits, bin_bounds, bin_of

@@ -72,7 +72,7 @@ class Context:
 
     def devices(self):
         """Devices of the runs that compare backends: cpu always, cuda when asked for (or auto) and present."""
-        from mapper.backends.base import cuda_available
+        from mapper.device import cuda_available
         if self.device == "cpu":
             return ["cpu"]
         if cuda_available():
