@@ -36,6 +36,20 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(_fail(f"{self.prog}: {message} (see --help)", 2))
 
 
+class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Each default shown once: "(default: X)" is added to an option's help only when the help does not
+    already speak of its default and there is one to show (not None or False, as for flags); the
+    description and the epilog (examples) keep their line breaks."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        default = action.default
+        if ("default" in text.lower() or default is None or default is False or default is argparse.SUPPRESS
+                or not (action.option_strings or action.nargs in (argparse.OPTIONAL, argparse.ZERO_OR_MORE))):
+            return text
+        return f"{text} (default: %(default)s)"
+
+
 _SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
@@ -91,7 +105,7 @@ def build_parser(argv=()):
             continue
         module = importlib.import_module(module_name)
         p = sub.add_parser(name, help=module.HELP, description=module.HELP,
-                           formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                           formatter_class=_HelpFormatter)
         module.add_arguments(p)
         p.add_argument("--quiet", action="store_true", help="no progress bar, warnings only")
         p.add_argument("--debug", action="store_true", help="show a traceback on error")

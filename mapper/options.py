@@ -1,6 +1,7 @@
 """Mapping options: every default lives here, `--help` shows these values, and `check()` validates a
 whole option set once, naming the flag at fault."""
 import os
+import re
 from dataclasses import dataclass
 
 from mapper.errors import UsageError
@@ -49,6 +50,8 @@ class MapOptions:
     nb_errors: int = 1          # --nb-errors: substitutions allowed in a pattern's neighbourhood (0..2)
     step: int = 1               # --step: read offset between two patterns (delta)
     lookup: str = "phf"         # --lookup: phf, binary or list
+    read_group: str = None      # -R: the @RG line as given ('\t' escapes, bwa's -R)
+    comments: tuple = ()        # --comment: @CO texts
 
     def host_workers(self):
         """Processes rendering SAM text (mapper/render.py): -t, or every core this process may use but one
@@ -57,6 +60,16 @@ class MapOptions:
             return self.threads
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
         return max(1, cores - 1)
+
+    @property
+    def read_group_line(self):
+        """The @RG header line of -R (escapes turned into tabs), or None."""
+        return None if self.read_group is None else read_group_line(self.read_group)[0]
+
+    @property
+    def read_group_id(self):
+        """The ID of -R's read group (RG:Z on every record), or None."""
+        return None if self.read_group is None else read_group_line(self.read_group)[1]
 
     @property
     def distributed(self):
@@ -78,6 +91,12 @@ class MapOptions:
             raise UsageError(f"--batch-size must be at least 1, not {self.batch_size}")
         if self.gpu_memory is not None and self.device == "cpu":
             raise UsageError("--gpu-memory is for the cuda backend, not --device cpu")
+        if self.read_group is not None:
+            read_group_line(self.read_group)
+        for text in self.comments:
+            if _CONTROL.search(text):
+                raise UsageError(f"--comment {text!r} has a tab, a line break or another control character: "
+                                 f"an @CO line is one line of text")
         self._check_paired()
         self._check_cluster()
         self._check_neighbourhood()
@@ -113,6 +132,8 @@ class MapOptions:
             if self.chunk_reads is not None:
                 raise UsageError("--chunk-reads needs --gpus, --scheduler or --local-cluster")
             return
+        if self.read_group is not None or self.comments:  # cluster.py does not pass them on yet
+            raise UsageError(f"-R and --comment are for runs in one process, not with {chosen[0]} (yet)")
         if len(chosen) > 1:
             raise UsageError(f"{chosen[0]} and {chosen[1]} can't be used together: choose one place for the workers")
         if self.gpus is not None and self.gpus != "auto" and not (isinstance(self.gpus, int) and self.gpus >= 1):
@@ -161,3 +182,34 @@ def parse_size(text, flag="--gpu-memory"):
     if size < 1:
         raise UsageError(f"{flag} must be more than 0 bytes, not {text!r}")
     return int(size)
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_ESCAPE = re.compile(r"\\(.)", re.DOTALL)
+_UNESCAPED = {"t": "\t", "n": "\n", "r": "\r", "\\": "\\"}
+_FIELD = re.compile(r"[A-Za-z][A-Za-z0-9]:.+")
+
+
+def read_group_line(text):
+    """(@RG line, ID) of -R TEXT, read as bwa reads it: the escapes \\t (tab) and \\\\ (backslash) are
+    turned into their characters (a real tab is a tab too); the line must start with @RG, hold TAG:VALUE
+    fields with one ID among them, each tag once, and no line break or other control character."""
+    line = _ESCAPE.sub(lambda m: _UNESCAPED.get(m[1], m[0]), text)
+    example = "e.g. -R '@RG\\tID:sample1\\tSM:sample1'"
+    if re.search(r"[\n\r]", line):
+        raise UsageError(f"-R {text!r} holds a line break: the read group is one header line ({example})")
+    if _CONTROL.search(line.replace("\t", "")):
+        raise UsageError(f"-R {text!r} holds a control character ({example})")
+    fields = line.split("\t")
+    if fields[0] != "@RG" or len(fields) < 2:
+        raise UsageError(f"-R must be a read group header line starting with '@RG\\t' ({example}), not {text!r}")
+    bad = [f for f in fields[1:] if not _FIELD.fullmatch(f)]
+    if bad:
+        raise UsageError(f"-R: {bad[0]!r} is not a TAG:VALUE field ({example})")
+    tags = [f[:2] for f in fields[1:]]
+    if tags.count("ID") != 1:
+        raise UsageError(f"-R needs exactly one ID field, not {tags.count('ID')} ({example})")
+    twice = next((t for t in tags if tags.count(t) > 1), None)
+    if twice:
+        raise UsageError(f"-R has the {twice} field twice")
+    return line, fields[1 + tags.index("ID")][3:]

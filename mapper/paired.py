@@ -19,6 +19,7 @@ Pairing:
    combinations go to OUT_DIVET.vh), one-end anchored (OEA: one mate maps, OUT_OEA.sam) or unmapped.
 """
 import contextlib
+import functools
 import itertools
 import logging
 import time
@@ -33,7 +34,7 @@ from mapper.options import PAIRED
 from mapper.outputs import atomic_output
 from mapper.pipeline import Counters, find_loci, open_mapping, progress_bar
 from mapper.reads import read_batches
-from mapper.sam import header
+from mapper.sam import header, read_scores
 from mapper.sam_pairs import Rows, mate_lines
 from mapper.seeding import ragged_arange
 
@@ -100,6 +101,12 @@ class Mate:
         self.contig, self.start, self.end, self.edits = loci.contig, loci.start, loci.end, loci.edits
         self.strand, self.read, self.nh = self.found.strand, self.found.read, self.found.nh
         self.first = np.cumsum(self.nh) - self.nh
+
+    @functools.cached_property
+    def scores(self):
+        """(single-end MAPQ of each read's primary locus, its second-best edit distance or -1): sam.read_scores."""
+        n = len(self.nh)
+        return read_scores(self.read, self.edits, n, self.found.rows.e[:n])
 
 
 def _strip_mate_suffix(names):
@@ -231,14 +238,16 @@ class PairSettings:
     max_records: int
     max_oea: int
     max_dis: int
+    read_group: str = None        # -R's ID: RG:Z on every record
 
     @classmethod
     def of(cls, opts, lo, hi):
-        return cls(PAIRED[opts.paired], lo, hi, opts.max_records, opts.max_oea, opts.max_dis)
+        return cls(PAIRED[opts.paired], lo, hi, opts.max_records, opts.max_oea, opts.max_dis, opts.read_group_id)
 
 
-def _single_mapq(nh):
-    return np.where(nh == 1, 60, 0)
+def _pair_mapq(ties):
+    """MAPQ of the mates of a concordant pair: 60 when its best pair is the only one, else 0."""
+    return np.where(ties == 1, 60, 0)
 
 
 class _Described:
@@ -261,12 +270,12 @@ def _main_rows(m1, m2, a, b, ties, max_records):
         keep = rank < max_records
         a, b, pair, rank = a[keep], b[keep], pair[keep], rank[keep]
     rest = np.flatnonzero(ties == 0)
-    mapq = _single_mapq(ties[pair])
+    mapq = _pair_mapq(ties[pair])
     rows = Rows(pair=np.concatenate([pair, rest]), rank=np.concatenate([rank, np.zeros(len(rest), np.int64)]),
                 proper=np.concatenate([np.ones(len(a), bool), np.zeros(len(rest), bool)]),
                 loc=[np.concatenate([x, np.where(m.nh[rest] > 0, m.first[rest], -1)]) for x, m in ((a, m1), (b, m2))],
                 nh=[np.concatenate([ties[pair], m.nh[rest]]) for m in (m1, m2)],
-                mapq=[np.concatenate([mapq, _single_mapq(m.nh[rest])]) for m in (m1, m2)])
+                mapq=[np.concatenate([mapq, m.scores[0][rest]]) for m in (m1, m2)])
     return rows.take(np.lexsort((rows.rank, rows.pair)))
 
 
@@ -278,7 +287,7 @@ def _oea_rows(mates, anchors, which):
     own, none = mate.first[pair] + rank, np.full(len(pair), -1)
     return Rows(pair=pair, rank=rank, proper=np.zeros(len(pair), bool),
                 loc=[own, none] if which == 0 else [none, own], nh=[mate.nh[pair]] * 2,
-                mapq=[_single_mapq(mate.nh[pair])] * 2)
+                mapq=[np.where(rank == 0, mate.scores[0][pair], 0)] * 2)
 
 
 def _divet_combinations(m1, m2, discordant, settings):
@@ -309,10 +318,11 @@ def pair_batch(mapped, reference, settings, counters, pairs):
         described = [_Described(m, [rows.loc[k][rows.loc[k] >= 0], oea[k].loc[k], d], reference)
                      for k, (m, d) in enumerate(((m1, da), (m2, db)))]
     with counters.timed("output"):
-        lines = [mate_lines(mates, k, rows, described[k], qnames, reference) for k in (0, 1)]
+        group = settings.read_group
+        lines = [mate_lines(mates, k, rows, described[k], qnames, reference, read_group=group) for k in (0, 1)]
         sam = "".join(f"{x}\n{y}\n" for x, y in zip(*lines))
-        oea_lines = [line for k in (0, 1)
-                     for line in mate_lines(mates, k, oea[k], described[k], qnames, reference, mate_tags=True)]
+        oea_lines = [line for k in (0, 1) for line in mate_lines(mates, k, oea[k], described[k], qnames, reference,
+                                                                 mate_tags=True, read_group=group)]
         in_order = np.argsort(np.concatenate([oea[0].pair, oea[1].pair]), kind="stable").tolist()
         oea_text = "".join(oea_lines[i] + "\n" for i in in_order)
         probabilities = [mapping_probabilities(m, idx, d) for m, idx, d in zip(mates, (da, db), described)]
@@ -340,7 +350,7 @@ def pair_outputs(opts, reference):
     """(SAM, OEA SAM, DIVET) files of a paired run, written atomically, the SAM headers written."""
     oea_path, divet_path = side_paths(opts.output)
     with atomic_output(opts.output) as sam, atomic_output(oea_path) as oea, atomic_output(divet_path) as divet:
-        text = header(reference, opts.command_line)
+        text = header(reference, opts.command_line, opts.read_group_line, opts.comments)
         sam.write(text)
         oea.write(text)
         yield sam, oea, divet

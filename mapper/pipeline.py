@@ -146,7 +146,7 @@ def map_batch(batch, index, backend, filter_mode, opts, counters, dump=None, ren
     if renderer is not None:
         rendered = renderer.render_now(batch, rows, maps)
     else:
-        rendered = render(batch, rows, maps, index.reference, opts.best, opts.max_records, False)
+        rendered = render(batch, rows, maps, index.reference, opts.best, opts.max_records, False, opts.read_group_id)
     count_batch(counters, rendered)
     return rendered.sam, np.flatnonzero(rendered.nh == 0)
 
@@ -203,9 +203,10 @@ def map_reads(opts):
         optional = lambda path: outputs.enter_context(atomic_output(path)) if path else None
         sam_file = outputs.enter_context(atomic_output(opts.output))
         unmapped_file, dump = optional(opts.unmapped), optional(opts.dump_candidates)
-        sam_file.write(header(index.reference, opts.command_line))
+        sam_file.write(header(index.reference, opts.command_line, opts.read_group_line, opts.comments))
         workers = outputs.enter_context(HostWorkers(opts.host_workers(), opts.batch_size, index.reference,
-                                                    opts.best, opts.max_records, unmapped_file is not None))
+                                                    opts.best, opts.max_records, unmapped_file is not None,
+                                                    opts.read_group_id))
         workers.adopt(pool)
         sam = BackgroundWriter(sam_file)
         unmapped = BackgroundWriter(unmapped_file) if unmapped_file is not None else None

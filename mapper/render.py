@@ -37,7 +37,7 @@ from mapper.align import describe
 from mapper.outputs import remove_stale, temp_prefix
 from mapper.reads import ReadBatch
 from mapper.reference import Reference
-from mapper.sam import batch_records, unmapped_records
+from mapper.sam import batch_records, read_scores, unmapped_records
 from mapper.seeding import strand_rows
 from mapper.verify import Mappings, select_loci
 
@@ -88,14 +88,15 @@ class Rendered:
     output_s: float     # seconds spent formatting records
 
 
-def render(batch, rows, maps, reference, best, max_records, want_unmapped):
-    """SAM text of `batch` from its verified mappings (`rows`: its StrandRows)."""
+def render(batch, rows, maps, reference, best, max_records, want_unmapped, read_group=None):
+    """SAM text of `batch` from its verified mappings (`rows`: its StrandRows); `read_group`: -R's ID."""
     t0 = time.perf_counter()
     found = batch_loci(rows, maps, len(batch), reference)
     loci, read, strand = cap_records(found, best, max_records)
     cigars, mds, nms = describe(rows, loci, reference)
     t1 = time.perf_counter()
-    sam = batch_records(batch, reference, read, strand, loci, cigars, mds, nms, found.nh)
+    mapq, second = read_scores(found.read, found.loci.edits, len(batch), rows.e[:len(batch)])
+    sam = batch_records(batch, reference, read, strand, loci, cigars, mds, nms, found.nh, mapq, second, read_group)
     unmapped = unmapped_records(batch, np.flatnonzero(found.nh == 0)) if want_unmapped else ""
     return Rendered(sam, unmapped, found.nh, len(loci), t1 - t0, time.perf_counter() - t1)
 
@@ -305,11 +306,11 @@ class HostWorkers:
     batch (`batch_size` reads): a run of one short batch is rendered inline, as the start-up would cost more
     than it saves; a caller that knows the input is big starts them earlier (`spawn`, then `adopt`)."""
 
-    def __init__(self, workers, batch_size, reference, best, max_records, want_unmapped):
+    def __init__(self, workers, batch_size, reference, best, max_records, want_unmapped, read_group=None):
         self.workers = max(1, min(int(workers), MAX_WORKERS))
         self.batch_size = batch_size
         self.reference = reference
-        self.options = (best, max_records, want_unmapped)
+        self.options = (best, max_records, want_unmapped, read_group)
         self._pool = None
         self._tmp = None
         self._spill = None

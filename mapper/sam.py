@@ -1,10 +1,13 @@
 """SAM output: header, and the records of a batch in input read order.
 
-Input : a `ReadBatch`, its selected loci (`verify.Mappings`, in report order), their CIGAR/MD/NM, and NH.
+Input : a `ReadBatch`, its selected loci (`verify.Mappings`, in report order), their CIGAR/MD/NM, NH and the
+        read's scores (`read_scores`: MAPQ and the second-best edit distance, from every locus found).
 Output: text; per read either its records (primary first, then FLAG 256 secondaries, CONVENTIONS.md) or
-one unmapped record (FLAG 4). MAPQ is 60 for a read with one locus and 0 for a multi-mapped read
-(mrFAST reports all loci and no MAPQ; this is the simplest honest value, documented in the README).
-The reverse strand's SEQ is reverse-complemented and its QUAL reversed, as the spec requires.
+one unmapped record (FLAG 4). MAPQ (README, "MAPQ and tags"): 0 when two or more loci share the read's
+fewest edits, else 20 per edit between the best locus and the second-best (e + 1 when no other locus lies
+within e), at most 60, as bwa's scale; secondaries 0. Tags: NM, MD, AS (-edits), XS (-edits of the
+second-best locus, bwa's meaning on AS's scale), NH (loci found), HI (1-based index of the record among
+the read's) and RG with -R. The reverse strand's SEQ is reverse-complemented and its QUAL reversed.
 """
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
@@ -14,13 +17,46 @@ from mapper.align import SEPARATOR, spell
 from mapper.alphabet import COMPLEMENT_ASCII
 
 FLAG_UNMAPPED, FLAG_REVERSE, FLAG_SECONDARY = 4, 16, 256
+MAPQ_MAX = 60        # bwa's ceiling
+MAPQ_PER_EDIT = 20   # Phred per edit of gap to the second-best locus (~1% divergence a base: 100x per edit)
+
+# control characters as escapes: a command line (or any header text) never breaks a header line or field
+_ESCAPES = {c: f"\\x{c:02x}" for c in (*range(32), 127)} | {9: "\\t", 10: "\\n", 13: "\\r"}
 
 
-def header(reference, command_line):
+def escape_text(text):
+    """`text` with tabs, line breaks and other control characters written as escapes (\\t, \\n, \\r, \\xNN)."""
+    return text.translate(_ESCAPES)
+
+
+def header(reference, command_line, read_group=None, comments=()):
+    """The SAM header. @HD: records are in input order, not sorted (SO:unsorted), and all the records of a
+    read (of a read pair) are together (GO:query, the spec's grouping by QNAME). `read_group`: the @RG line
+    of -R (checked by MapOptions); `comments`: @CO texts (checked); the @PG command line is escaped."""
     lines = ["@HD\tVN:1.6\tSO:unsorted\tGO:query"]
     lines += [f"@SQ\tSN:{name}\tLN:{length}" for name, length in zip(reference.names, reference.lengths.tolist())]
-    lines.append(f"@PG\tID:gkmap\tPN:gkmap\tVN:{__version__}\tCL:{command_line}")
+    if read_group:
+        lines.append(read_group)
+    lines.append(f"@PG\tID:gkmap\tPN:gkmap\tVN:{__version__}\tCL:{escape_text(command_line)}")
+    lines += [f"@CO\t{escape_text(text)}" for text in comments]
     return "\n".join(lines) + "\n"
+
+
+def read_scores(read, edits, n, e):
+    """(MAPQ of each read's primary record, the second-best edit distance or -1) [n], from every locus found
+    (`read`, `edits`: grouped by read, fewest edits first; `e` [n]: each read's threshold). MAPQ: 0 when
+    two or more loci share the fewest edits, else 20 x (second-best - best) capped at 60, the second-best
+    being e + 1 (nothing else within e) for a read with one locus; 0 for an unmapped read."""
+    nh = np.bincount(read, minlength=n)
+    first = np.cumsum(nh) - nh
+    mapped, two = nh > 0, nh > 1
+    best = np.zeros(n, dtype=np.int64)
+    best[mapped] = edits[first[mapped]]
+    second = np.full(n, -1, dtype=np.int64)
+    second[two] = edits[first[two] + 1]
+    gap = np.where(two, second, np.asarray(e, dtype=np.int64) + 1) - best
+    mapq = np.where(mapped, np.clip(MAPQ_PER_EDIT * gap, 0, MAPQ_MAX), 0)
+    return mapq, second
 
 
 def _texts(buffer, starts, reads, reverse):
@@ -33,13 +69,15 @@ def _texts(buffer, starts, reads, reverse):
     return [flipped[total - b:total - a] or "*" for a, b in zip(starts[reads].tolist(), starts[reads + 1].tolist())]
 
 
-def batch_records(batch, reference, read, strand, loci, cigars, mds, nms, nh):
+def batch_records(batch, reference, read, strand, loci, cigars, mds, nms, nh, mapq, second, read_group=None):
     """SAM lines of one batch. `read`/`strand` give each locus' read (batch index) and strand; `nh` [n]
-    is the number of loci found per read (before any -n cap). Returns one string, records in input order.
+    is the number of loci found per read (before any -n cap), `mapq` and `second` [n] the read's primary
+    MAPQ and second-best edit distance (`read_scores`), `read_group` the ID of -R (RG:Z on every record).
+    Returns one string, records in input order.
 
     Built column by column, not record by record: a table [records, fields] of string pieces (each
-    distinct FLAG and RNAME, MAPQ, NM and NH text made once, POS spelled for all records at once, SEQ/QUAL
-    once per read and strand) is joined in one call."""
+    distinct FLAG and RNAME, MAPQ, NM, AS, XS, NH and HI text made once, POS spelled for all records at
+    once, SEQ/QUAL once per read and strand) is joined in one call."""
     n = len(batch)
     if not n:
         return ""
@@ -55,29 +93,34 @@ def batch_records(batch, reference, read, strand, loci, cigars, mds, nms, nh):
     seq_qual = _seq_qual_fields(batch, needed)
     is_secondary = np.zeros(len(read), dtype=bool)
     is_secondary[1:] = read[1:] == read[:-1]
+    group_start = np.flatnonzero(~is_secondary)[np.cumsum(~is_secondary) - 1]
     flag = strand + 2 * is_secondary  # index into _FLAGS
-    pieces = np.empty((len(owner), 9), dtype=object)
+    nms = np.asarray(nms, dtype=np.int64)
+    end = f"\tRG:Z:{read_group}\n" if read_group is not None else "\n"
+    pieces = np.empty((len(owner), 13), dtype=object)
     pieces[row, 0] = np.array(batch.names, dtype=object)[owner]
     pieces[mapped, 1] = _labels(loci.contig * 4 + flag,
                                 lambda key: f"\t{_FLAGS[key % 4]}\t{reference.names[key // 4]}\t")
     pieces[mapped, 2] = spell(loci.start - reference.starts[loci.contig] + 1,
                               np.full((len(read), 1), SEPARATOR, dtype=np.uint8))
-    pieces[mapped, 3] = _MAPQ_FIELDS[(nh[read] == 1).astype(np.int64)]
+    pieces[mapped, 3] = _labels(np.where(is_secondary, 0, mapq[read]), "\t{}\t".format)
     pieces[mapped, 4] = cigars
     pieces[mapped, 5] = seq_qual[strand, read]
-    pieces[mapped, 6] = _labels(np.asarray(nms, dtype=np.int64), "\tNM:i:{}\tMD:Z:".format)
+    pieces[mapped, 6] = _labels(nms, "\tNM:i:{}\tMD:Z:".format)
     pieces[mapped, 7] = mds
-    pieces[mapped, 8] = _labels(nh, "\tNH:i:{}\n".format)[read]
+    pieces[mapped, 8] = _labels(nms, lambda v: f"\tAS:i:{-v}")
+    pieces[mapped, 9] = _labels(second + 1, lambda v: f"\tXS:i:{1 - v}" if v else "")[read]
+    pieces[mapped, 10] = _labels(nh, "\tNH:i:{}".format)[read]
+    pieces[mapped, 11] = _labels(np.arange(len(read)) - group_start + 1, "\tHI:i:{}".format)
+    pieces[:, 12] = end
     pieces[unmapped_rows, 1] = f"\t{FLAG_UNMAPPED}\t*\t0\t0\t*"
     pieces[unmapped_rows, 2:5] = ""
     pieces[unmapped_rows, 5] = seq_qual[0, unmapped]
-    pieces[unmapped_rows, 6:8] = ""
-    pieces[unmapped_rows, 8] = "\n"
+    pieces[unmapped_rows, 6:12] = ""
     return "".join(pieces.ravel().tolist())
 
 
 _FLAGS = (0, FLAG_REVERSE, FLAG_SECONDARY, FLAG_SECONDARY | FLAG_REVERSE)
-_MAPQ_FIELDS = np.array(["\t0\t", "\t60\t"], dtype=object)
 
 
 def _labels(values, text):

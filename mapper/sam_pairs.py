@@ -41,9 +41,11 @@ class Rows:
                     [x[index] for x in self.nh], [x[index] for x in self.mapq])
 
 
-def mate_lines(mates, which, rows, described, qnames, reference, mate_tags=False):
+def mate_lines(mates, which, rows, described, qnames, reference, mate_tags=False, read_group=None):
     """SAM lines of mate `which` (0: R1, 1: R2) of `mates` (paired.Mate) for `rows`. `described` holds the
-    CIGAR/MD/NM of this mate's loci; `mate_tags` adds the other mate's SEQ/QUAL as NS:Z/NQ:Z (OEA output)."""
+    CIGAR/MD/NM of this mate's loci; `mate_tags` adds the other mate's SEQ/QUAL as NS:Z/NQ:Z (OEA output).
+    A mapped mate's tags: NM, MD, AS (-edits), XS (-edits of the mate's second-best locus, when it has
+    one), NH, HI (the row's rank + 1); every record ends with RG:Z:`read_group` when there is one."""
     mate, other = mates[which], mates[1 - which]
     pair, own, oth, nh = rows.pair, rows.loc[which], rows.loc[1 - which], rows.nh[which]
     mapped, omapped = own >= 0, oth >= 0
@@ -74,13 +76,17 @@ def mate_lines(mates, which, rows, described, qnames, reference, mate_tags=False
         qual_f = qual_r = ["*"] * len(pair)
     where = np.full(len(pair), -1)
     where[mapped] = described.at(own[mapped])
-    tags = [f"\tNM:i:{described.nms[k]}\tMD:Z:{described.mds[k]}\tNH:i:{h}" if k >= 0 else ""
-            for k, h in zip(where.tolist(), nh.tolist())]
+    xs = ["" if s < 0 else f"\tXS:i:{-s}" for s in mate.scores[1][pair].tolist()]
+    tags = [f"\tNM:i:{described.nms[k]}\tMD:Z:{described.mds[k]}\tAS:i:{-described.nms[k]}{x}\tNH:i:{h}"
+            f"\tHI:i:{r + 1}" if k >= 0 else ""
+            for k, h, x, r in zip(where.tolist(), nh.tolist(), xs, rows.rank.tolist())]
     if mate_tags:
         obatch = other.batch
         oseq = _texts(obatch.seq, obatch.starts, pair, None)
         oqual = _texts(obatch.qual, obatch.starts, pair, None) if obatch.qual is not None else ["*"] * len(pair)
         tags = [f"{t}\tNS:Z:{s}\tNQ:Z:{q}" for t, s, q in zip(tags, oseq, oqual)]
+    if read_group is not None:
+        tags = [f"{t}\tRG:Z:{read_group}" for t in tags]
     names = reference.names + ["=", "*"]
     cigars = described.cigars
     return [

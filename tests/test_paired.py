@@ -88,9 +88,11 @@ def record(name, which, own, other, rank=0, proper=False, nh=None, mapq=None, un
         tlen = max(own.end, other.end) - min(own.start, other.start)
         tlen = tlen if own.start < other.start or (own.start == other.start and which == 0) else -tlen
     f = own.fields
+    # NM, MD, AS (the locus') and XS (the read's second-best) as single-end; NH and HI the pair's
+    tags = [t for t in f[11:] if t[:3] in ("NM:", "MD:", "AS:", "XS:")]
     return [name, str(flag), own.contig, str(own.pos), str(mapq), own.cigar,
             "=" if other is None or other.contig == own.contig else other.contig,
-            str(other.pos if other else own.pos), str(tlen), f[9], f[10], f[11], f[12], f"NH:i:{nh}"]
+            str(other.pos if other else own.pos), str(tlen), f[9], f[10], *tags, f"NH:i:{nh}", f"HI:i:{rank + 1}"]
 
 
 def probability(locus, genome):
@@ -124,9 +126,9 @@ def twin(pairs1, pairs2, quals, genome, mode, lo, hi, max_records=None, max_oea=
                 main.append(record(name, 0, loci1[j], loci2[k], rank, True, len(best), mapq))
                 main.append(record(name, 1, loci2[k], loci1[j], rank, True, len(best), mapq))
             continue
-        x, y = (loci1 or [None])[0], (loci2 or [None])[0]
-        main.append(record(name, 0, x, y, nh=len(loci1), mapq=60 if len(loci1) == 1 else 0, unmapped=se1))
-        main.append(record(name, 1, y, x, nh=len(loci2), mapq=60 if len(loci2) == 1 else 0, unmapped=se2))
+        x, y = (loci1 or [None])[0], (loci2 or [None])[0]   # a mate's primary: its single-end MAPQ
+        main.append(record(name, 0, x, y, nh=len(loci1), mapq=x and x.fields[4], unmapped=se1))
+        main.append(record(name, 1, y, x, nh=len(loci2), mapq=y and y.fields[4], unmapped=se2))
         if loci1 and loci2:
             counts["discordant"] += 1
             for j, k, t in combos[:max_dis]:
@@ -139,7 +141,7 @@ def twin(pairs1, pairs2, quals, genome, mode, lo, hi, max_records=None, max_oea=
             which, loci, mate = (0, loci1, se2) if loci1 else (1, loci2, se1)
             if len(loci) <= max_oea:
                 for rank, locus in enumerate(loci):
-                    fields = record(name, which, locus, None, rank, nh=len(loci), mapq=60 if len(loci) == 1 else 0)
+                    fields = record(name, which, locus, None, rank, nh=len(loci), mapq=locus.fields[4])
                     oea.append(fields + [f"NS:Z:{mate[9]}", f"NQ:Z:{mate[10]}"])  # unmapped: as sequenced
         else:
             counts["unmapped"] += 1

@@ -81,8 +81,21 @@ def slow_describe(rows, loci, reference):
     return out
 
 
-def slow_records(batch, reference, read, strand, loci, cigars, mds, nms, nh):
-    """One f-string per record, as sam.py built them before."""
+def slow_mapq(edits, e):
+    """The README's MAPQ of a read's primary record and its XS tag, from the edits of every locus found
+    (sorted): 0 on a tie for the fewest edits, else 20 per edit of gap to the second-best (e + 1 when
+    there is none), at most 60."""
+    if not edits:
+        return 0, ""
+    edits = sorted(edits)
+    second = edits[1] if len(edits) > 1 else e + 1
+    return min(60, 20 * (second - edits[0])), f"\tXS:i:{-edits[1]}" if len(edits) > 1 else ""
+
+
+def slow_records(batch, reference, read, strand, loci, cigars, mds, nms, nh, found_edits, e, read_group=None):
+    """One f-string per record, as sam.py built them before. `found_edits`: per read, the edits of every
+    locus found (before any cap); `e`: each read's threshold."""
+    rg = "" if read_group is None else f"\tRG:Z:{read_group}"
     seq = batch.seq.tobytes().decode()
     qual = None if batch.qual is None else batch.qual.tobytes().decode()
     flip = str.maketrans("ACGTRYKMBVDHN", "TGCAYRMKVBHDN")
@@ -91,17 +104,19 @@ def slow_records(batch, reference, read, strand, loci, cigars, mds, nms, nh):
         a, b = batch.starts[r], batch.starts[r + 1]
         forward = (seq[a:b] or "*", "*" if qual is None else qual[a:b] or "*")
         if nh[r] == 0:
-            lines.append(f"{batch.names[r]}\t{FLAG_UNMAPPED}\t*\t0\t0\t*\t*\t0\t0\t{forward[0]}\t{forward[1]}")
-        first = True
+            lines.append(f"{batch.names[r]}\t{FLAG_UNMAPPED}\t*\t0\t0\t*\t*\t0\t0\t{forward[0]}\t{forward[1]}{rg}")
+        first, hit = True, 1
+        mapq, xs = slow_mapq(found_edits[r], int(e[r]))
         while k < len(read) and read[k] == r:
             s, c = int(strand[k]), int(loci.contig[k])
             text = (seq[a:b][::-1].translate(flip) or "*", "*" if qual is None else qual[a:b][::-1] or "*") if s \
                 else forward
             flag = s * FLAG_REVERSE + (not first) * FLAG_SECONDARY
             pos = loci.start[k] - reference.starts[c] + 1
-            lines.append(f"{batch.names[r]}\t{flag}\t{reference.names[c]}\t{pos}\t{60 if nh[r] == 1 else 0}\t"
-                         f"{cigars[k]}\t*\t0\t0\t{text[0]}\t{text[1]}\tNM:i:{nms[k]}\tMD:Z:{mds[k]}\tNH:i:{nh[r]}")
-            first, k = False, k + 1
+            lines.append(f"{batch.names[r]}\t{flag}\t{reference.names[c]}\t{pos}\t{mapq if first else 0}\t"
+                         f"{cigars[k]}\t*\t0\t0\t{text[0]}\t{text[1]}\tNM:i:{nms[k]}\tMD:Z:{mds[k]}\t"
+                         f"AS:i:{-nms[k]}{xs}\tNH:i:{nh[r]}\tHI:i:{hit}{rg}")
+            first, k, hit = False, k + 1, hit + 1
     return "".join(line + "\n" for line in lines)
 
 
@@ -166,8 +181,12 @@ def test_sam_text_equals_per_record_formatting(mapped, best, max_records):
             found = batch_loci(rows, maps, len(reads), reference)
             loci, read, strand = cap_records(found, best, max_records)
             cigars, mds, nms = slow_describe(rows, loci, reference)
-            want = slow_records(reads, reference, read, strand, loci, cigars, mds, nms, found.nh)
-            assert render(reads, rows, maps, reference, best, max_records, False).sam == want
+            found_edits = [[] for _ in range(len(reads))]
+            for r, edits in zip(found.read.tolist(), found.loci.edits.tolist()):
+                found_edits[r].append(edits)
+            want = slow_records(reads, reference, read, strand, loci, cigars, mds, nms, found.nh, found_edits, rows.e,
+                                "grp 1")
+            assert render(reads, rows, maps, reference, best, max_records, False, "grp 1").sam == want
             assert len(loci) and (found.nh == 0).any()
 
 

@@ -1,4 +1,5 @@
 """`gkmap map`: report every locus where each read aligns within e edits, as SAM."""
+import logging
 import shlex
 import sys
 
@@ -9,13 +10,16 @@ from mapper.outputs import check_outputs
 from mapper.pipeline import map_reads
 
 HELP = "map reads to every locus within e edits (SAM output)"
+log = logging.getLogger("gkmap")
 
 
 def add_arguments(parser):
     d = MapOptions("", "")
     parser.add_argument("reference", metavar="REF.fa", help="reference FASTA; indexed first if it has no index")
     parser.add_argument("reads", metavar="READS.fq", nargs="+",
-                        help="reads, FASTQ or FASTA, plain or gzip; with --pe/--mp two files, R1 and R2")
+                        help="reads, FASTQ or FASTA, plain or gzip; '-' reads standard input; with --pe/--mp two "
+                             "files, R1 and R2")
+    parser.epilog = EXAMPLES
     g = parser.add_argument_group("mapping")
     g.add_argument("-e", type=int, default=d.e, metavar="E",
                    help="edit distance threshold for every read (default: ceil(0.04 x read length) per read)")
@@ -37,7 +41,13 @@ def add_arguments(parser):
     o.add_argument("--unmapped", metavar="FILE", default=d.unmapped, help="also write unmapped reads (FASTQ/FASTA)")
     o.add_argument("--dump-candidates", metavar="FILE", default=d.dump_candidates,
                    help="also write every candidate before the filter as a pair line '<reference segment>\\t<read>'")
-    o.add_argument("--best", action="store_true", help="report only the loci with the fewest edits")
+    o.add_argument("-R", dest="read_group", metavar="RG_LINE", default=d.read_group,
+                   help="read group header line, e.g. '@RG\\tID:x\\tSM:y' ('\\t' for tabs, one ID), as bwa's -R: "
+                        "the @RG line goes into the header and RG:Z:ID onto every record")
+    o.add_argument("--comment", metavar="TEXT", action="append", default=None,
+                   help="add an @CO header line (repeatable; one line, no tabs)")
+    o.add_argument("--best", action="store_true",
+                   help="report only the loci with the fewest edits (the first primary, the others FLAG 256)")
     o.add_argument("-n", type=int, default=d.max_records, metavar="N",
                    help="at most N records per read (with --pe/--mp: at most N best pairs per read pair)")
     p = parser.add_argument_group("paired-end (docs/paired.md)")
@@ -73,11 +83,27 @@ def add_arguments(parser):
                    help="reads per task (default: --batch-size)")
 
 
+EXAMPLES = """examples:
+  # single-end, every locus within e = ceil(0.04 x read length)
+  gkmap map -o out.sam REF.fa reads.fq.gz
+  # reads on standard input, only the loci with the fewest edits
+  zcat reads.fq.gz | gkmap map -e 4 --best REF.fa - > out.sam
+  # paired-end (also writes out_OEA.sam and out_DIVET.vh)
+  gkmap map --pe -o out.sam REF.fa R1.fq.gz R2.fq.gz
+  # BAM with a read group (BAM through samtools)
+  gkmap map -R '@RG\\tID:run1\\tSM:NA12878\\tPL:ILLUMINA' REF.fa reads.fq.gz | samtools view -b -o out.bam
+  # several GPUs: one worker per GPU of this host
+  gkmap map --gpus auto -o out.sam REF.fa reads.fq.gz
+"""
+
+
 def run(args):
     wanted = 2 if args.paired else 1
     if len(args.reads) != wanted:
         raise UsageError(f"{len(args.reads)} reads files given, expected {wanted}"
                          + (f" (R1 and R2 with --{args.paired})" if args.paired else " (two need --pe or --mp)"))
+    if args.reads.count("-") > 1:
+        raise UsageError("'-' (standard input) can be only one of the reads files")
     opts = MapOptions(
         reference=args.reference, reads=args.reads[0], reads2=args.reads[1] if args.paired else None,
         paired=args.paired, min_insert=args.min, max_insert=args.max, max_oea=args.maxoea, max_dis=args.maxdis,
@@ -88,10 +114,12 @@ def run(args):
         gpus=int(args.gpus) if args.gpus and args.gpus.isdigit() else args.gpus, scheduler=args.scheduler,
         local_cluster=args.local_cluster, chunk_reads=args.chunk_reads, index_kind=args.index_kind,
         seed_len=args.seed_len, nb_len=args.nb_len, spaced=args.spaced, nb_errors=args.nb_errors, step=args.step,
-        lookup=args.lookup,
+        lookup=args.lookup, read_group=args.read_group, comments=tuple(args.comment or ()),
         command_line=shlex.join(["gkmap"] + sys.argv[1:]) if sys.argv else "gkmap map",
     )
     check_outputs(_outputs(opts.check()), [opts.reference, opts.reads, opts.reads2], [_index_folder(args)])
+    if opts.read_group is not None and "\tPL:" not in opts.read_group_line:
+        log.warning("-R has no PL (platform) field: Picard and GATK refuse such a read group (e.g. add \\tPL:ILLUMINA)")
     map_reads(opts)
     return 0
 
