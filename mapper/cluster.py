@@ -400,7 +400,9 @@ def local_cluster(environments, prefix):
     worker = dict(nthreads=1, host="127.0.0.1", memory_limit=0, silence_logs=logging.ERROR)
     workers = {f"{prefix}{env.get('CUDA_VISIBLE_DEVICES', i)}": {"cls": Nanny, "options": dict(worker, env=env)}
                for i, env in enumerate(environments)}
-    scheduler = {"cls": Scheduler, "options": {"host": "127.0.0.1", "dashboard_address": ":0"}}
+    # the scheduler and its dashboard on loopback only (":0" would open the dashboard on every interface,
+    # unauthenticated): nothing of the run answers from another host
+    scheduler = {"cls": Scheduler, "options": {"host": "127.0.0.1", "dashboard_address": "127.0.0.1:0"}}
     # the nannies read these when they start their worker processes, here: MALLOC_TRIM (above), and
     # non-daemonic workers, so that a worker may start its SAM render processes (a worker restarted later
     # reads the default again and renders inline: the same output, more slowly)

@@ -13,11 +13,20 @@ bincount for the bucket offsets.
 The folder (CONVENTIONS.md, "Files and paths"): `REF.gkx/` beside the FASTA, or `--index DIR`; if the
 FASTA's folder is read-only, `$XDG_CACHE_HOME/gkmap/<checksum>/`. It is self-describing: `meta.json`
 holds a magic string, the format version, the kind and ws, the reference's checksum and the contig table;
-`map` refuses an index of another version or another reference with a one-line error. An index is written
+`map` refuses an index of another version or another reference with a one-line error.
+
+Damage is caught, never trusted (README "Errors and safety"): meta.json carries a checksum of its own fields
+(`meta_checksum`) and, per array, its dtype, shape, BLAKE2b digest and a sampled digest (4 KiB blocks evenly
+spread, 16 MiB at most: every block of a small array). Loading verifies the meta checksum, every size and
+dtype, the sampled digests, that the offsets rise from 0 to len(positions), and, for a sample of positions,
+that the k-mer there has its bucket's key, no N, and lies inside one contig: about a second for a human genome
+at most. `gkmap index --check` verifies everything (`check_index`). Indexes written before these fields
+existed (same format version) get the size and content checks only. An index is written
 only into a new folder, an empty one or over an index of gkmap's own (`index_folder`): never into a folder
 of the user's, which it would destroy.
 """
 import contextlib
+import hashlib
 import json
 import logging
 import os
@@ -34,7 +43,7 @@ from mapper import __version__
 from mapper.alphabet import CODE_N
 from mapper.errors import IndexFormatError, UsageError
 from mapper.outputs import remove_stale, temp_prefix, umask
-from mapper.reference import Reference, file_checksum, read_fasta, require_readable
+from mapper.reference import Reference, check_contig_name, file_checksum, read_fasta, require_readable
 
 MAGIC = "gkmap-index"
 FORMAT_VERSION = 1
@@ -238,16 +247,48 @@ def check_reference(folder, meta, ref_path, build, checksum=None):
                                f"rebuild it with {build} or point --index elsewhere")
 
 
+_BLOCK = 4096
+_SAMPLED_BLOCKS = 4096
+
+
+def _bytes(array):
+    return np.ascontiguousarray(array).reshape(-1).view(np.uint8)
+
+
+def array_digest(array, sampled=False):
+    """BLAKE2b of the array's bytes; `sampled`: of _SAMPLED_BLOCKS blocks of _BLOCK bytes evenly spread (all of
+    them for an array of 16 MiB or less), its size included."""
+    data = _bytes(array)
+    digest = hashlib.blake2b(str(len(data)).encode(), digest_size=16)
+    blocks = -(-len(data) // _BLOCK)
+    if not sampled or blocks <= _SAMPLED_BLOCKS:
+        for begin in range(0, len(data), 1 << 24):
+            digest.update(data[begin:begin + (1 << 24)])
+    else:
+        for block in np.linspace(0, blocks - 1, _SAMPLED_BLOCKS).astype(np.int64).tolist():
+            digest.update(data[block * _BLOCK:(block + 1) * _BLOCK])
+    return digest.hexdigest()
+
+
+def _meta_checksum(meta):
+    fields = {k: v for k, v in meta.items() if k != "meta_checksum"}
+    return hashlib.blake2b(json.dumps(fields, sort_keys=True).encode(), digest_size=16).hexdigest()
+
+
 def write_index(tmp, arrays, meta, record, reference):
-    """Save `arrays` as .npy files and meta.json: the common fields (magic, gkmap version, reference, contigs)
-    and the kind's own `meta` (kind, format version, parameters, sizes)."""
+    """Save `arrays` as .npy files and meta.json: the common fields (magic, gkmap version, reference, contigs),
+    the kind's own `meta` (kind, format version, parameters, sizes), each array's dtype, shape and digests,
+    and the checksum of all these fields."""
     for name, array in arrays.items():
         np.save(tmp / f"{name}.npy", array)
     meta = {
         "magic": MAGIC, **meta, "gkmap_version": __version__,
         "reference": record,
         "contigs": [[n, int(l)] for n, l in zip(reference.names, reference.lengths)],
+        "arrays": {name: {"dtype": array.dtype.str, "shape": list(array.shape), "blake2b": array_digest(array),
+                          "sampled": array_digest(array, sampled=True)} for name, array in arrays.items()},
     }
+    meta["meta_checksum"] = _meta_checksum(meta)
     (tmp / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
 
 
@@ -291,24 +332,156 @@ def read_meta(folder, kind=KIND, version=None, build="'gkmap index'"):
         raise IndexFormatError(
             f"{folder}: index format version {meta.get('format_version')}, but this gkmap ({__version__}) reads "
             f"version {version}; rebuild it with {build}")
+    if "meta_checksum" in meta and meta["meta_checksum"] != _meta_checksum(meta):
+        raise IndexFormatError(f"{meta_path}: damaged index (meta.json changed since the index was built: checksum "
+                               f"mismatch); rebuild it with {build}")
     return meta
 
 
-def load_index(ref_path, index_dir=None, checksum=None):
-    """Load and validate the index of `ref_path` (memory-mapped arrays)."""
+def _damaged(folder, what, build="'gkmap index'"):
+    return IndexFormatError(f"{folder}: damaged index ({what}); rebuild it with {build}")
+
+
+def check_meta(folder, meta, build="'gkmap index'"):
+    """The common fields every index kind reads, checked (one line, never a traceback): (names, lengths)."""
+    try:
+        names, lengths = zip(*meta["contigs"]) if meta["contigs"] else ((), ())
+        record = meta["reference"]
+        ok = (isinstance(record, dict) and isinstance(record.get("checksum"), str)
+              and all(isinstance(n, str) for n in names)
+              and all(isinstance(l, int) and not isinstance(l, bool) and l > 0 for l in lengths) and names)
+    except (KeyError, TypeError, ValueError):
+        ok = False
+    if not ok:
+        raise _damaged(folder, "meta.json: bad 'contigs' or 'reference'", build)
+    for name in names:
+        problem = check_contig_name(name)
+        if problem:
+            raise _damaged(folder, f"meta.json: contig name {name[:80]!r}: {problem}", build)
+    if len(set(names)) != len(names):
+        raise _damaged(folder, "meta.json: a contig name occurs twice", build)
+    return list(names), list(lengths)
+
+
+def verify_arrays(folder, meta, arrays, full=False, build="'gkmap index'"):
+    """Each array's dtype and shape against meta.json, and its sampled digest (`full`: its whole digest), when
+    meta.json records them (indexes written before it did: nothing to compare)."""
+    records = meta.get("arrays")
+    if records is None:
+        return
+    if not isinstance(records, dict) or set(records) != set(arrays):
+        raise _damaged(folder, "meta.json: bad 'arrays'", build)
+    for name, array in arrays.items():
+        record = records[name]
+        if not isinstance(record, dict) or array.dtype.str != record.get("dtype") or \
+                list(array.shape) != record.get("shape"):
+            raise _damaged(folder, f"{name}.npy: {array.dtype.str} {list(array.shape)}, but meta.json says "
+                                   f"{record.get('dtype') if isinstance(record, dict) else '?'} "
+                                   f"{record.get('shape') if isinstance(record, dict) else '?'}", build)
+        key = "blake2b" if full else "sampled"
+        if array_digest(array, sampled=not full) != record.get(key):
+            raise _damaged(folder, f"{name}.npy: checksum mismatch", build)
+
+
+def _keys_at(codes, starts, ws):
+    """Keys of the ws-mers at `starts` (int64), and whether each has an N."""
+    keys = np.zeros(len(starts), dtype=np.int64)
+    has_n = np.zeros(len(starts), dtype=bool)
+    for i in range(ws):
+        c = codes[starts + i]
+        has_n |= c == CODE_N
+        keys = (keys << 2) | (c & 3)
+    return keys, has_n
+
+
+def _check_positions(folder, index, sample):
+    """Whether positions[sample] hold, each, a ws-mer of its bucket's key, with no N, inside one contig, and
+    each is below the next position of its bucket (sorted)."""
+    ws, offsets, positions, reference = index.ws, index.offsets, index.positions, index.reference
+    if not len(sample):
+        return
+    where = np.asarray(positions[sample]).astype(np.int64)
+    if int(where.max()) > len(reference.codes) - ws:
+        raise _damaged(folder, "a position past the end of the reference")
+    buckets = np.searchsorted(offsets, sample, side="right") - 1
+    keys, has_n = _keys_at(reference.codes, where, ws)
+    contig, offset = reference.locate(where)
+    if (keys != buckets).any() or has_n.any() or (offset + ws > reference.lengths[contig]).any():
+        raise _damaged(folder, "positions that do not hold their bucket's k-mer (shuffled or damaged arrays, "
+                               "or flipped reference bases)")
+    after = sample + 1
+    same = (after < len(positions)) & (after < np.asarray(offsets[buckets + 1]).astype(np.int64))
+    if (np.asarray(positions[after[same]]).astype(np.int64) <= where[same]).any():
+        raise _damaged(folder, "positions not sorted within a bucket")
+
+
+def _check_offsets(folder, offsets, total):
+    if int(offsets[0]) != 0 or int(offsets[-1]) != total:
+        raise _damaged(folder, f"offsets run from {int(offsets[0])} to {int(offsets[-1])}, not from 0 to the "
+                               f"{total} positions")
+    step = 1 << 24
+    for begin in range(0, len(offsets) - 1, step):
+        block = np.asarray(offsets[begin:begin + step + 1])
+        if (block[1:] < block[:-1]).any():
+            raise _damaged(folder, "offsets that decrease")
+
+
+def load_index(ref_path, index_dir=None, checksum=None, samples=1024):
+    """Load and validate the index of `ref_path` (memory-mapped arrays): meta.json, sizes, sampled digests and
+    a sample of `samples` positions (module docstring); damage gives one line (IndexFormatError)."""
     folder = Path(index_dir) if index_dir else default_index_dir(ref_path)
     meta = read_meta(folder)
+    names, lengths = check_meta(folder, meta)
     check_reference(folder, meta, ref_path, "'gkmap index'", checksum)
     try:
         arrays = {name: np.load(folder / f"{name}.npy", mmap_mode="r") for name in _ARRAYS}
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, EOFError) as e:
         raise IndexFormatError(f"{folder}: damaged index ({e}); rebuild it with 'gkmap index'") from None
-    names, lengths = zip(*meta["contigs"])
+    ws, total = meta.get("ws"), meta.get("positions")
+    if not (isinstance(ws, int) and WS_RANGE[0] <= ws <= WS_RANGE[1] and isinstance(total, int) and total >= 0):
+        raise _damaged(folder, "meta.json: bad 'ws' or 'positions'")
+    genome = sum(lengths)
+    expected = {"seq2bit": ((-(-genome // 16),), ("<u4",)), "nmask": ((-(-genome // 8),), ("|u1",)),
+                "offsets": ((4**ws + 1,), ("<u4", "<u8")), "positions": ((total,), ("<u4",))}
+    for name, (shape, dtypes) in expected.items():
+        array = arrays[name]
+        if array.shape != shape or array.dtype.str not in dtypes:
+            raise IndexFormatError(f"{folder}: damaged index (array sizes disagree with meta.json: {name}.npy is "
+                                   f"{array.dtype.str} {list(array.shape)}, not {dtypes[0]} {list(shape)}); "
+                                   f"rebuild it with 'gkmap index'")
+    verify_arrays(folder, meta, arrays)
+    _check_offsets(folder, arrays["offsets"], total)
     reference = Reference.from_arrays(names, lengths, arrays["seq2bit"], arrays["nmask"])
-    ws = int(meta["ws"])
-    if len(arrays["offsets"]) != 4**ws + 1 or len(arrays["positions"]) != meta["positions"]:
-        raise IndexFormatError(f"{folder}: damaged index (array sizes disagree with meta.json)")
-    return KmerIndex(ws, arrays["offsets"], arrays["positions"], reference, folder)
+    index = KmerIndex(ws, arrays["offsets"], arrays["positions"], reference, folder)
+    if total:
+        rng = np.random.default_rng(total)
+        sample = np.unique(np.concatenate([[0, total - 1], rng.integers(0, total, min(samples, total))]))
+        _check_positions(folder, index, sample)
+    return index
+
+
+def check_index(ref_path, index_dir=None):
+    """`gkmap index --check`: everything load_index checks, then every array's whole digest and every
+    position (its k-mer, sorted buckets, and as many positions as the reference has valid k-mers: the exact
+    set). Returns the index; damage raises IndexFormatError."""
+    require_readable(ref_path)
+    folder = Path(index_dir) if index_dir else default_index_dir(ref_path)
+    index = load_index(ref_path, folder, samples=0)
+    meta = read_meta(folder)
+    verify_arrays(folder, meta, {name: np.load(folder / f"{name}.npy", mmap_mode="r") for name in _ARRAYS},
+                  full=True)
+    step = 1 << 22
+    for begin in range(0, len(index.positions), step):
+        _check_positions(folder, index, np.arange(begin, min(begin + step, len(index.positions)), dtype=np.int64))
+    valid = int(np.count_nonzero(valid_kmer_starts(index.reference, index.ws)))
+    if valid != len(index.positions):
+        raise _damaged(folder, f"{len(index.positions)} positions, but the reference has {valid} k-mers")
+    log.info("%s: index checked, no damage found (%d contigs, %d positions, ws %d)", folder,
+             len(index.reference.names), len(index.positions), index.ws)
+    if "arrays" not in meta:
+        log.warning("%s: written by an older gkmap, without checksums (its content was checked); rebuild it "
+                    "with 'gkmap index' to add them", folder)
+    return index
 
 
 def open_index(ref_path, ws=None, index_dir=None):

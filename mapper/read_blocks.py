@@ -18,6 +18,8 @@ It accepts only what it checks fully, and for which dnaio gives the same records
     FASTA  '>' headers; sequence lines (one or many per record, or empty) of ASCII bytes above 32;
            CRLF line ends.
     Both   ASCII only; a header's first word starts right after its '@' / '>'.
+    SAM    what SAM can hold (README "Errors and safety"): names of 1 to 254 bytes of printable ASCII but
+           '@' (the specification's QNAME, [!-?A-~]{1,254}), sequences of letters and '.', qualities '!' to '~'.
 Anything else (a malformed or truncated record, a lone '\\r' in FASTA, a '#' comment line, blanks in a
 FASTA sequence line, an empty name, non-ASCII bytes, an error reading the stream) raises `Unsure` instead
 of returning the batch that holds it: reads.py then has dnaio read the file, so the user gets dnaio's
@@ -30,6 +32,31 @@ _LF, _CR, _AT, _GT, _PLUS, _HASH = b"\n\r@>+#"
 # Python's str.split() whitespace among ASCII bytes: all are <= 32, hence among the `low` positions
 _SPACE = np.zeros(256, dtype=bool)
 _SPACE[[byte for byte in range(128) if chr(byte).isspace()]] = True
+# SAM's QNAME: [!-?A-~]{1,254}, printable ASCII but '@'
+MAX_NAME = 254
+NAME_BYTE = np.zeros(256, dtype=bool)
+NAME_BYTE[33:127] = True
+NAME_BYTE[ord("@")] = False
+_NAME_OR_SPACE = NAME_BYTE | _SPACE
+
+
+SEQ_BYTE = np.zeros(256, dtype=bool)  # SAM's SEQ, [A-Za-z=.]+, less '=' (it means "the reference's base")
+SEQ_BYTE[list(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz.")] = True
+
+
+def sequence_ok(seq):
+    """Whether every byte of `seq` (uint8) is an ASCII letter or '.': three SIMD passes for letters only (a
+    letter of either case, OR 0x20, lies in 'a'..'z'; nothing else does), a table look-up only when not."""
+    if not len(seq):
+        return True
+    folded = np.bitwise_or(seq, 0x20)
+    folded -= ord("a")
+    return int(folded.max()) < 26 or bool(SEQ_BYTE[seq].all())
+
+
+def qualities_ok(qual):
+    """Whether every byte of `qual` lies in '!'..'~' (SAM's QUAL)."""
+    return qual is None or not len(qual) or (int(qual.min()) >= 33 and int(qual.max()) <= 126)
 
 
 class Unsure(Exception):
@@ -65,7 +92,10 @@ def _as_rows(data, starts, lengths):
 
 
 def _tail_mask(lengths, width):
-    """bool [n, width], True from column lengths[i] on in row i: rows of a small table, copied whole."""
+    """bool [n, width], True from column lengths[i] on in row i: rows of a small table, copied whole (a
+    comparison for wide rows, whose table would take width**2 bytes)."""
+    if width > 1024:
+        return np.arange(width) >= lengths[:, None]
     table = np.arange(width) >= np.arange(width + 1)[:, None]
     return _rows(table.view(np.uint8).reshape(-1), lengths * width, width).view(bool)
 
@@ -109,11 +139,15 @@ def _first_words(data, starts, ends):
     lengths = ends - starts
     if (lengths == 0).any():
         raise Unsure  # an empty name, or blanks before it: dnaio's rule, and reads.py's error
+    if int(lengths.max()) > MAX_NAME:
+        raise Unsure  # not a SAM read name: reads.py's check names the record
     if _as_rows(data, starts, lengths + 1):  # each name, its whitespace byte, maybe more: blanked
         text = _rows(data, starts, int(lengths.max()) + 1)
         np.putmask(text, _tail_mask(lengths, text.shape[1]), ord(" "))
     else:
         text = gather(data, starts, lengths + 1)
+    if not _NAME_OR_SPACE[text].all():
+        raise Unsure  # not a SAM read name: reads.py's check names the record
     return text.tobytes().decode("ascii").split()
 
 
@@ -259,6 +293,8 @@ class FastqBlocks(_Blocks):
         names = _first_words(data, starts[:, 0] + 1, names_end)
         seq = gather(data, starts[:, 1], lengths[:, 1])
         qual = gather(data, starts[:, 3], lengths[:, 3])
+        if not (sequence_ok(seq) and qualities_ok(qual)):
+            raise Unsure  # not SAM's SEQ or QUAL: reads.py's check names the record
         return names, seq, qual, lengths[:, 1].copy()
 
 
@@ -301,4 +337,7 @@ class FastaBlocks(_Blocks):
         body_starts, body_ends = header_ends + 1, np.append(headers[1:], end)
         seq = gather(data, body_starts, body_ends - body_starts)
         line_ends = np.searchsorted(low, body_ends) - np.searchsorted(low, body_starts)
-        return names, seq[seq > 32], None, body_ends - body_starts - line_ends
+        seq = seq[seq > 32]
+        if not sequence_ok(seq):
+            raise Unsure  # not SAM's SEQ: reads.py's check names the record
+        return names, seq, None, body_ends - body_starts - line_ends

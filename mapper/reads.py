@@ -16,7 +16,13 @@ n x longest. Two parsers, one result:
     is unsure of, which dnaio reads again from the start, skipping the reads already returned, so that its
     error is exactly the one a dnaio-only reading gives (a non-ASCII byte may come to light a batch later
     than there: dnaio checks each 128 kB it reads ahead). This module turns dnaio's errors into one-line
-    `InputError`s naming the file, the line and the record.
+    `InputError`s naming the file, the line and the record; so are a damaged compressed file's errors
+    (IsalError, BadGzipFile, EOFError, ...) and a BAM file dnaio cannot read.
+Both give only what SAM can hold (README "Errors and safety"): a read whose name is not SAM's QNAME
+([!-?A-~]{1,254}: printable ASCII but '@', at most 254 bytes), whose sequence holds anything but letters and '.', or
+whose qualities anything outside '!'..'~', is refused with one line naming the file, the record and the field
+(`check_batch`; the block parser checks the same with a few whole-batch numpy passes and hands a batch that
+fails to dnaio, whose reading then names the record).
 """
 import collections
 import contextlib
@@ -33,8 +39,9 @@ from xopen import xopen
 
 from mapper.alphabet import ENCODE
 from mapper.errors import InputError
-from mapper.read_blocks import FastaBlocks, FastqBlocks, Unsure, read_chunks
-from mapper.reference import require_readable
+from mapper.read_blocks import (MAX_NAME, NAME_BYTE, FastaBlocks, FastqBlocks, Unsure, SEQ_BYTE, qualities_ok, sequence_ok,
+                                read_chunks)
+from mapper.reference import DECOMPRESSION_ERRORS, require_readable, stream_error
 
 try:  # dnaio's choice of format by file name; private, so a dnaio without it means dnaio reads every file
     from dnaio.singleend import _detect_format_from_name
@@ -80,8 +87,71 @@ def with_codes(batches):
 
 def _format_error(path, error, is_fastq):
     line = None if error.line is None else error.line + 1
-    record = None if error.line is None or not is_fastq else error.line // 4 + 1
-    return InputError(path, error.args[0].rstrip("."), line=line, record=record)
+    message = " ".join(str(error.args[0]).split()).rstrip(".")  # one line
+    if line is None and "Non-ASCII" in message:  # dnaio does not say where: find the byte
+        line = _first_non_ascii_line(path)
+    record = None if line is None or not is_fastq else (line - 1) // 4 + 1
+    return InputError(path, message, line=line, record=record)
+
+
+def _first_non_ascii_line(path):
+    """The line (from 1) of the file's first byte above 127, or None (an error path only: reads it again)."""
+    lines = 0
+    try:
+        with xopen(path, "rb", threads=0) as stream:
+            while chunk := stream.read(1 << 22):
+                array = np.frombuffer(chunk, dtype=np.uint8)
+                high = np.flatnonzero(array >= 128)
+                if len(high):
+                    return lines + 1 + int(np.count_nonzero(array[:high[0]] == ord("\n")))
+                lines += int(np.count_nonzero(array == ord("\n")))
+    except (OSError, *DECOMPRESSION_ERRORS):
+        return None
+    return None
+
+
+_NAME_OR_LF = NAME_BYTE.copy()
+_NAME_OR_LF[ord("\n")] = True
+
+
+def _shown(byte):
+    return {32: "a space", 9: "a tab", 0: "a NUL byte"}.get(byte) or (
+        repr(chr(byte)) if 32 < byte < 127 else f"byte 0x{byte:02x}")
+
+
+def check_batch(path, names, seq, qual, starts, first, fastq):
+    """Raise InputError for the batch's first read that SAM cannot hold (module docstring): its name, its
+    sequence or its qualities. Whole-batch numpy passes; Python only for the read reported."""
+    problems = []  # (index in the batch, line in the record (FASTQ), message)
+    joined = np.frombuffer("\n".join(names).encode("utf-8", "surrogateescape"), dtype=np.uint8)
+    bad = np.flatnonzero(~_NAME_OR_LF[joined])
+    ends = np.flatnonzero(joined == ord("\n"))
+    if len(bad):
+        i = int(np.searchsorted(ends, bad[0]))
+        byte = int(joined[bad[0]])
+        what = "'@'" if byte == ord("@") else _shown(byte) if byte < 128 else "a non-ASCII character"
+        problems.append((i, 0, f"read name {names[i][:60]!r} holds {what}, which SAM forbids in a read name "
+                               f"(printable ASCII but '@')"))
+    sizes = np.diff(np.concatenate([[-1], ends, [len(joined)]])) - 1
+    long = np.flatnonzero(sizes > MAX_NAME)
+    if len(long):
+        i = int(long[0])
+        problems.append((i, 0, f"read name of {int(sizes[i])} characters ({names[i][:20]}...); SAM allows at most "
+                               f"{MAX_NAME}"))
+    for line, data, allowed, rule in ((1, seq, sequence_ok, "only letters and '.' are allowed in a sequence"),
+                                      (3, qual, qualities_ok, "only '!' to '~' are allowed in qualities")):
+        if data is None or allowed(data):
+            continue
+        ok = SEQ_BYTE[data] if line == 1 else (data >= 33) & (data <= 126)
+        at = int(np.argmin(ok))
+        i = int(np.searchsorted(starts, at, side="right")) - 1
+        problems.append((i, line, f"read {names[i][:60]!r}: {_shown(int(data[at]))} at position "
+                                  f"{at - int(starts[i]) + 1} of its {'sequence' if line == 1 else 'qualities'} "
+                                  f"({rule})"))
+    if problems:
+        i, line, message = min(problems, key=lambda p: p[0])
+        record = first + i + 1
+        raise InputError(path, message, line=4 * (record - 1) + 1 + line if fastq else None, record=record)
 
 
 def _to_batch(records, first, path, fastq):
@@ -92,20 +162,22 @@ def _to_batch(records, first, path, fastq):
     lengths = np.fromiter(map(len, seqs), dtype=np.int64, count=len(seqs))
     starts = np.zeros(len(seqs) + 1, dtype=np.int64)
     np.cumsum(lengths, out=starts[1:])
-    seq = _UPPER[np.frombuffer("".join(seqs).encode("ascii", "replace"), dtype=np.uint8)]
+    seq = np.frombuffer("".join(seqs).encode("ascii", "replace"), dtype=np.uint8)
     qual = None
     if fastq:
         qual = np.frombuffer("".join(r.qualities for r in records).encode("ascii", "replace"), dtype=np.uint8)
-    return ReadBatch(names, seq, qual, starts, first)
+    check_batch(path, names, seq, qual, starts, first, fastq)
+    return ReadBatch(names, _UPPER[seq], qual, starts, first)
 
 
 def read_batches(path, batch_size=BATCH_SIZE, fast=True):
     """Yield `ReadBatch`es from a FASTQ/FASTA file. Raises InputError for a bad or empty file.
     `fast=False` reads with dnaio alone (the reference the block parser is tested against)."""
     path = os.fspath(path)
-    require_readable(path)
+    if path != "-":  # '-': standard input, read by dnaio (gzip detected)
+        require_readable(path)
     first = 0
-    if fast and os.path.isfile(path):  # (a pipe could not be read again by dnaio)
+    if fast and path != "-" and os.path.isfile(path):  # (a pipe could not be read again by dnaio)
         with contextlib.closing(_block_batches(path, batch_size)) as batches:
             try:
                 for batch in batches:
@@ -168,8 +240,13 @@ def _dnaio_batches(path, batch_size, skip=0):
     except dnaio.UnknownFileFormat:
         raise InputError(path, "not a FASTQ or FASTA file (no such file name extension, and it starts with "
                                "neither '@' nor '>')") from None
-    except (EOFError, UnicodeDecodeError) as e:
-        raise InputError(path, f"truncated or corrupt file ({e})") from None
+    except UnicodeDecodeError as e:
+        raise InputError(path, f"not a text file ({e})") from None
+    except NotImplementedError as e:  # dnaio's BAM reader: unmapped single reads only
+        raise InputError(path, f"cannot read this BAM file ({str(e).split('. ')[0]}); convert it to FASTQ with "
+                               f"'samtools fastq'") from None
+    except (OSError, *DECOMPRESSION_ERRORS) as e:
+        raise stream_error(path, e) from None
     if first == 0:
         raise InputError(path, "no reads in the file")
 

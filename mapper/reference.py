@@ -11,18 +11,66 @@ between contigs: stages that look across a boundary (k-mers, verification window
 On disk (in the index folder) the sequence is stored as 2-bit words (16 bases per uint32, first base in
 bits 31..30, the layout the kernels read) plus a packed bit mask of N positions.
 
-Plain FASTA is read through pyfaidx with its `.fai` written where the caller says (the index folder, never
-beside the input); compressed FASTA is streamed through dnaio/xopen (BGZF is valid gzip).
+One FASTA reader, one set of rules, whatever the compression (plain, gzip, BGZF, or anything xopen
+decompresses): the decompressed bytes are parsed with numpy, a few megabytes at a time (README "Errors and
+safety", "FASTA references"):
+  - the file starts with a '>' header (blank lines before it are ignored); a contig's name is the header's
+    first word, which must be a valid SAM reference name (`CONTIG_NAME`: not '*', not starting with '=' or
+    '*', only the characters the SAM specification allows) and unique; the rest of the header is free;
+  - sequence lines hold ASCII letters only (any case; every letter but A, C, G, T is N); lines may have any
+    width; blank lines are ignored; a line ends with LF or CR LF (a CR anywhere else is refused);
+  - anything else (a digit, a space or tab, '*', '-', a control or non-ASCII byte in a sequence line, an empty
+    contig, a missing name, corrupt or truncated compressed data) is refused with one line naming the file,
+    the line and the contig.
 """
 import hashlib
+import lzma
 import os
+import re
+import zlib
 from dataclasses import dataclass
 
-import dnaio
 import numpy as np
 
 from mapper.alphabet import CODE_N, ENCODE, REF_ASCII, pack_2bit, unpack_2bit
 from mapper.errors import InputError
+
+# The SAM specification's RNAME (and @SQ SN) rule, '*' (no reference) excluded.
+CONTIG_NAME = re.compile(r"[0-9A-Za-z!#$%&+./:;?@^_|~-][0-9A-Za-z!#$%&*+./:;=?@^_|~-]*")
+
+
+def _optional_errors():
+    errors = []
+    try:
+        from isal.isal_zlib import error as isal_error
+        errors.append(isal_error)
+    except ImportError:  # pragma: no cover - depends on the installed packages
+        pass
+    try:
+        from zlib_ng.zlib_ng import error as zlib_ng_error
+        errors.append(zlib_ng_error)
+    except ImportError:  # pragma: no cover
+        pass
+    try:
+        from zstandard import ZstdError
+        errors.append(ZstdError)
+    except ImportError:  # pragma: no cover
+        pass
+    return tuple(errors)
+
+
+# What reading a damaged or truncated compressed file may raise, besides gzip.BadGzipFile (an OSError).
+DECOMPRESSION_ERRORS = (EOFError, zlib.error, lzma.LZMAError) + _optional_errors()
+
+
+def stream_error(path, error):
+    """The InputError for an exception met while reading (decompressing) `path`."""
+    text = str(error).strip().rstrip(".") or error.__class__.__name__
+    if isinstance(error, EOFError):
+        return InputError(path, f"truncated compressed file ({text})")
+    if isinstance(error, DECOMPRESSION_ERRORS) or error.__class__.__name__ == "BadGzipFile":
+        return InputError(path, f"corrupt compressed data ({text})")
+    return InputError(path, f"cannot read the file ({error.__class__.__name__}: {text})")
 
 
 @dataclass
@@ -82,55 +130,172 @@ def file_checksum(path):
     return digest.hexdigest()
 
 
-def _is_compressed(path):
+def check_contig_name(name):
+    """Why `name` cannot be a SAM reference name (None if it can)."""
+    if CONTIG_NAME.fullmatch(name):
+        return None
+    if name == "*":
+        return "'*' means 'no reference' in SAM"
+    if name[:1] in "=*":
+        return f"it starts with '{name[0]}'"
+    bad = next(c for c in name if not CONTIG_NAME.fullmatch("A" + c))
+    return f"it holds {bad!r}, which SAM forbids in a reference name"
+
+
+_CHUNK = 1 << 24
+_LF, _CR, _GT = b"\n\r>"
+_LETTER = np.zeros(256, dtype=bool)
+_LETTER[list(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")] = True
+_SEQUENCE_BYTE = _LETTER.copy()  # what a sequence line may hold, its line end included
+_SEQUENCE_BYTE[[_LF, _CR]] = True
+_SHOWN = {32: "a space", 9: "a tab", 0: "a NUL byte"}
+
+
+class _FastaParser:
+    """The state of one reading: contigs so far (names, lengths, code chunks, header lines) and lines read."""
+
+    def __init__(self, path):
+        self.path = path
+        self.names, self.lengths, self.header_lines, self.chunks = [], [], [], []
+        self.current = 0  # bases of the contig being read, so far
+        self.lines = 0  # lines before the block being parsed
+
+    def line(self, at, breaks):
+        """The line number (from 1) of byte `at` of the block whose line ends are `breaks`."""
+        return self.lines + 1 + int(np.searchsorted(breaks, at))
+
+    def block(self, data, final):
+        """Parse `data` (uint8): whole lines, the last one unterminated only when `final`. Of the problems in
+        it, the first in the file is reported, so that the error does not depend on where blocks are cut."""
+        n = len(data)
+        breaks = np.flatnonzero(data == _LF)
+        line_starts = np.concatenate([[0], breaks + 1])
+        line_starts = line_starts[line_starts < n]
+        headers = line_starts[data[line_starts] == _GT]
+        header_ends = np.append(breaks, n)[np.searchsorted(breaks, headers)]
+        problems = []  # (byte position, message, line or None: the position's)
+        names = []
+        for start, end in zip(headers.tolist(), header_ends.tolist()):
+            text = bytes(data[start + 1:end]).decode("ascii", "replace")
+            words = text.split(None, 1)
+            if not text[:1].strip() or not words:
+                problems.append((start, "a header without a contig name ('>' must be followed by the name)", None))
+                break
+            problem = check_contig_name(words[0])
+            if problem:
+                problems.append((start, f"contig name {words[0][:80]!r} is not a valid SAM reference name: "
+                                        f"{problem}", None))
+                break
+            names.append(words[0])
+        in_header = np.zeros(n + 1, dtype=np.int8)
+        in_header[headers] = 1
+        in_header[header_ends] -= 1
+        in_header = np.cumsum(in_header[:n], dtype=np.int8).view(bool)
+        returns = np.flatnonzero(data == _CR)
+        lone = returns[(returns + 1 < n) & (data[np.minimum(returns + 1, n - 1)] != _LF)]
+        if len(lone):
+            problems.append((int(lone[0]), "a carriage return (CR) that does not end a line", None))
+        returns = returns[~in_header[returns]]  # those of sequence lines
+        bad = ~_SEQUENCE_BYTE[data]
+        bad &= ~in_header
+        if bad.any():
+            at = int(np.argmax(bad))
+            k = int(np.searchsorted(headers, at, side="right")) - 1
+            contig = (names[k] if k < len(names) else None) if k >= 0 else self.names[-1] if self.names else None
+            if k < 0 and not self.names:
+                problems.append((at, "not a FASTA file (it does not start with a '>' header)", None))
+            elif contig is not None:
+                byte = int(data[at])
+                shown = _SHOWN.get(byte) or (repr(chr(byte)) if 32 < byte < 127 else f"byte 0x{byte:02x}")
+                problems.append((at, f"{shown} in a sequence line of contig '{contig}' (only letters are allowed)",
+                                 None))
+        del bad
+        keep = ~in_header
+        keep &= _LETTER[data]
+        bases = data[keep]
+        del keep
+        # letters before each header: its position less the header bytes, line ends and CRs before it
+        header_bytes = np.concatenate([[0], np.cumsum(header_ends - headers)[:-1]]).astype(np.int64)
+        before = headers - header_bytes - np.searchsorted(breaks, headers) - np.searchsorted(returns, headers)
+        before = [0] + before.tolist() + [len(bases)]
+        if before[1] and not self.names:
+            problems.append((0, "not a FASTA file (it does not start with a '>' header)", None))
+        sizes = [self.current + before[1]] + [b - a for a, b in zip(before[1:], before[2:])]
+        owners = [(self.names[-1], self.header_lines[-1])] if self.names else [None]
+        owners += [(name, self.line(start, breaks)) for name, start in zip(names, headers.tolist())]
+        for owner, size, start in zip(owners, sizes, headers.tolist()):  # the contigs that end in the block
+            if owner is not None and size == 0:
+                problems.append((start, f"contig '{owner[0]}' is empty", owner[1]))
+                break
+        if problems:
+            at, message, line = min(problems, key=lambda p: p[0])
+            raise InputError(self.path, message, line=line or self.line(at, breaks))
+        del in_header
+        self.current = sizes[0]
+        for (name, line), size in zip(owners[1:], sizes[1:]):
+            self.end_contig()
+            self.names.append(name)
+            self.header_lines.append(line)
+            self.current = size
+        if len(bases):
+            self.chunks.append(ENCODE[bases])
+        self.lines += len(breaks)
+
+    def end_contig(self):
+        if not self.names:
+            return
+        if self.current == 0:
+            raise InputError(self.path, f"contig '{self.names[-1]}' is empty", line=self.header_lines[-1])
+        self.lengths.append(self.current)
+
+
+def _open(path):
     with open(path, "rb") as f:
-        return f.read(2) == b"\x1f\x8b"
+        magic = f.read(6)
+    if magic[:2] == b"\x1f\x8b" or magic[:3] == b"BZh" or magic == b"\xfd7zXZ\x00" or magic[:4] == b"\x28\xb5\x2f\xfd":
+        from xopen import xopen
+        return xopen(path, "rb", threads=0)
+    return open(path, "rb")
 
 
-def _read_plain(path, fai_path):
-    import pyfaidx  # here, not at the top: it brings fsspec (~85 ms) that runs loading an index never need
-    try:
-        fasta = pyfaidx.Fasta(str(path), indexname=str(fai_path), as_raw=True,
-                              sequence_always_upper=True, read_long_names=False)
-    except (pyfaidx.FastaIndexingError, pyfaidx.FetchError, ValueError) as e:
-        raise InputError(path, f"not a valid FASTA file ({e})") from None
-    try:
-        for name in fasta.keys():
-            yield name, fasta[name][:]
-    finally:
-        fasta.close()
-
-
-def _read_compressed(path):
-    try:
-        with dnaio.open(path, fileformat="fasta") as reader:
-            for record in reader:
-                yield record.name.split(None, 1)[0] if record.name else "", record.sequence
-    except dnaio.FileFormatError as e:
-        raise InputError(path, f"not a valid FASTA file: {e.args[0]}",
-                         line=None if e.line is None else e.line + 1) from None
-    except (EOFError, OSError) as e:
-        raise InputError(path, f"cannot decompress: {e}") from None
-
-
-def read_fasta(path, fai_path):
-    """Read a FASTA file into a `Reference`. `fai_path` is where pyfaidx may write its index (plain FASTA)."""
+def read_fasta(path, fai_path=None):
+    """Read a FASTA file (plain or compressed, one set of rules: module docstring) into a `Reference`.
+    `fai_path` is kept for callers of the former reader (pyfaidx's index): nothing is written there."""
     path = os.fspath(path)
     require_readable(path)
-    records = _read_compressed(path) if _is_compressed(path) else _read_plain(path, fai_path)
-    names, chunks = [], []
-    for name, sequence in records:
-        if not name:
-            raise InputError(path, f"contig {len(names) + 1} has an empty name")
-        if not sequence:
-            raise InputError(path, f"contig '{name}' is empty")
-        names.append(name)
-        chunks.append(ENCODE[np.frombuffer(sequence.encode("ascii", "replace"), dtype=np.uint8)])
+    parser = _FastaParser(path)
+    try:
+        with _open(path) as stream:
+            pending = []  # what is read of a line longer than a chunk
+            while True:
+                chunk = stream.read(_CHUNK)
+                final = not chunk
+                if not final:
+                    cut = chunk.rfind(b"\n") + 1
+                    if cut == 0:  # no line ends here: read on
+                        pending.append(chunk)
+                        continue
+                    data = b"".join(pending + [chunk[:cut]])
+                    pending = [chunk[cut:]]
+                else:
+                    data = b"".join(pending)
+                if data:
+                    parser.block(np.frombuffer(data, dtype=np.uint8), final)
+                if final:
+                    break
+    except InputError:
+        raise
+    except (OSError, *DECOMPRESSION_ERRORS) as e:
+        raise stream_error(path, e) from None
+    parser.end_contig()
+    names, lengths = parser.names, parser.lengths
     if not names:
         raise InputError(path, "no FASTA records found")
     if len(set(names)) != len(names):
-        dup = next(n for n in names if names.count(n) > 1)
+        seen = set()
+        dup = next(n for n in names if n in seen or seen.add(n))
         raise InputError(path, f"contig name '{dup}' occurs twice")
-    lengths = np.array([len(c) for c in chunks], dtype=np.int64)
+    lengths = np.array(lengths, dtype=np.int64)
     starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
-    return Reference(names, starts, lengths, np.concatenate(chunks))
+    codes = np.concatenate(parser.chunks) if len(parser.chunks) != 1 else parser.chunks[0]
+    return Reference(names, starts, lengths, codes)

@@ -103,20 +103,18 @@ def variants():
     mixed = [("r1", SEQ), ("r2", SEQ[:7]), ("r3", ""), ("r4", SEQ * 3), ("r5", "A"), ("r6", "")]
     yield "comments", fastq([("r1 1:N:0:ACGT", SEQ), ("r2\tx=1 y", SEQ), ("r3  two  blanks ", SEQ)])
     yield "names of mixed lengths", fastq([(f"read{10**i}", SEQ) for i in range(12)])
-    yield "lower case, N and IUPAC", fastq([("a", SEQ.lower()), ("b", "ACGTNNRYKMSWBDHVN.-acgtn"), ("c", "nNnN")])
+    yield "lower case, N and IUPAC", fastq([("a", SEQ.lower()), ("b", "ACGTNNRYKMSWBDHVN.acgtn"), ("c", "nNnN")])
     yield "mixed and empty lengths", fastq(mixed)
     yield "one long read among short ones", fastq([("s1", SEQ[:20]), ("long", SEQ * 200), ("s2", SEQ[:30])])
-    yield "one long name", fastq([("x" * 5000, SEQ), ("y", SEQ), ("z" * 3, SEQ)])
+    yield "one long name", fastq([("x" * 254, SEQ), ("y", SEQ), ("z" * 3, SEQ)])  # SAM's longest
     yield "no final newline", fastq([("r1", SEQ), ("r2", SEQ[:9])]).removesuffix("\n")
     yield "CRLF", fastq([("r1 c", SEQ), ("r2", SEQ[:5]), ("r3", "")], eol="\r\n")
     yield "CRLF, no final newline", fastq([("r1", SEQ), ("r2", SEQ[:5])], eol="\r\n").removesuffix("\n")
-    yield "a '\\r' inside lines", "@r1\rx\nAC\rGT\n+\nII\rII\n@r2\r\r\nACGT\r\r\n+\nIIIII\r\n"
     yield "repeated headers", fastq([("r1 c d", SEQ), ("r2", SEQ[:5])], plus="+NAME")
     yield "repeated headers, CRLF", fastq([("r1 c", SEQ), ("r2", SEQ)], plus="+NAME", eol="\r\n")
-    yield "repeated headers, one long", fastq([("r1", SEQ), ("x" * 3000, SEQ), ("r3 c", SEQ)], plus="+NAME")
+    yield "repeated headers, one long", fastq([("r1", SEQ), ("x" * 254, SEQ), ("r3 c", SEQ)], plus="+NAME")
     yield "'@' and '+' starting qualities", "@r1\nACGT\n+\n@III\n@r2\nAC\n+\n+I\n"
-    yield "control bytes in names", "@r\x01a\x1cb c\nACGT\n+\nIIII\n@s\x0bt\nAC\n+\nII\n@u\x1fv\nA\n+\nI\n"
-    yield "blanks and controls in sequences", "@r1\nAC GT\tN\x01\n+\nIIIIIIII\n"
+    yield "blanks ending names", "@r\x1cb c\nACGT\n+\nIIII\n@s\x0bt\nAC\n+\nII\n@u\x1fv\nA\n+\nI\n"
 
 
 @pytest.mark.parametrize("text", [text for _, text in variants()], ids=[name for name, _ in variants()])
@@ -175,6 +173,14 @@ def dnaio_reads():
     yield "non-ASCII name", GOOD + "@r\u00e96\nACGT\n+\nIIII\n"
     yield "byte-order mark", "\ufeff" + GOOD
     yield "FASTA in a .fq", ">r1\nACGT\n"
+    # valid for dnaio, but not what SAM can hold (issue 19): refused by reads.check_batch
+    yield "a '\\r' inside lines", "@r1\rx\nAC\rGT\n+\nII\rII\n@r2\r\r\nACGT\r\r\n+\nIIIII\r\n"
+    yield "control bytes in names", GOOD + "@r\x01a\x1cb c\nACGT\n+\nIIII\n"
+    yield "blanks and controls in sequences", GOOD + "@r1\nAC GT\tN\x01\n+\nIIIIIIII\n"
+    yield "'-' in a sequence", GOOD + "@r1\nAC-T\n+\nIIII\n"
+    yield "a name of 255 bytes", GOOD + f"@{'x' * 255}\nACGT\n+\nIIII\n"
+    yield "'@' in a name", GOOD + "@@CO\nACGT\n+\nIIII\n"
+    yield "a space in qualities", GOOD + "@r1\nACGT\n+\nI II\n"
 
 
 def test_unknown_format(tmp_path):

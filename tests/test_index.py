@@ -97,3 +97,20 @@ def test_unchanged_reference_is_not_hashed_again(tmp_path, monkeypatch):
     os.utime(fasta, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
     with pytest.raises(IndexFormatError, match="another reference"):
         load_index(fasta, tmp_path / "idx")
+
+
+def test_index_carries_checksums_and_check_passes(tmp_path, tricky_fasta):
+    """meta.json records each array's dtype, shape and digests and its own checksum; `check_index` (gkmap
+    index --check) finds nothing wrong with a fresh index, and a meta.json edit is refused on load."""
+    import json
+    from mapper.errors import IndexFormatError
+    from mapper.index import check_index
+    build_index(tricky_fasta, 10, tmp_path / "idx")
+    meta = json.loads((tmp_path / "idx" / "meta.json").read_text())
+    assert set(meta["arrays"]) == {"seq2bit", "nmask", "offsets", "positions"}
+    assert all({"dtype", "shape", "blake2b", "sampled"} <= set(r) for r in meta["arrays"].values())
+    assert check_index(tricky_fasta, tmp_path / "idx").reference.names == ["one", "two", "tiny"]
+    meta["contigs"][1][0] = "renamed"
+    (tmp_path / "idx" / "meta.json").write_text(json.dumps(meta))
+    with pytest.raises(IndexFormatError, match="meta.json changed"):
+        load_index(tricky_fasta, tmp_path / "idx")

@@ -391,3 +391,45 @@ def test_sigkill_leftovers_do_not_disturb_the_next_run(data, tmp_path):
     assert again.returncode == 0, err
     assert not any(os.path.exists(p) for p in leftovers)
     assert os.listdir(tmp_path) == ["out.sam"]
+
+
+# -- item 8: a local Dask cluster answers on loopback only ---------------------------------------------------
+
+def _listening(pids):
+    """(ip, port) of the TCP sockets that processes `pids` listen on, from /proc (IPv4 and IPv6)."""
+    inodes = set()
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                with contextlib.suppress(OSError):
+                    target = os.readlink(f"/proc/{pid}/fd/{fd}")
+                    if target.startswith("socket:["):
+                        inodes.add(target[8:-1])
+    found = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError):
+            for line in Path(table).read_text().splitlines()[1:]:
+                fields = line.split()
+                if fields[3] == "0A" and fields[9] in inodes:  # LISTEN
+                    address, port = fields[1].split(":")
+                    found.append((address, int(port, 16)))
+    return found
+
+
+def test_local_cluster_listens_on_loopback_only():
+    """--local-cluster / --gpus: the scheduler, its dashboard and the workers listen on 127.0.0.1 alone
+    (the dashboard was on every interface, unauthenticated)."""
+    from distributed import Client
+    from mapper.cluster import local_cluster
+    cluster = local_cluster([{}, {}], "w")
+    try:
+        with Client(cluster) as client:
+            pids = [os.getpid(), *client.run(os.getpid).values()]
+            listening = _listening(pids)
+            assert client.dashboard_link.startswith("http://127.0.0.1:")
+    finally:
+        cluster.close()
+    loopback = {"0100007F", "00000000000000000000000001000000", "0000000000000000FFFF00000100007F"}
+    dashboard = int(client.dashboard_link.split(":")[2].split("/")[0])
+    assert dashboard in {port for _, port in listening}
+    assert listening and all(address in loopback for address, _ in listening), listening

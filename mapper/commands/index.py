@@ -1,7 +1,7 @@
 """`gkmap index`: build the k-mer index (or, with --index-kind neighbourhood, the neighbourhood index) of a
 reference (FASTA, plain, gzip or BGZF)."""
 from mapper.errors import UsageError
-from mapper.index import DEFAULT_WS, build_index
+from mapper.index import DEFAULT_WS, build_index, check_index
 from mapper.options import INDEX_KINDS
 
 HELP = "build the k-mer index (or the neighbourhood index) of a reference FASTA"
@@ -18,9 +18,18 @@ def add_arguments(parser):
                         help="build the index with numpy (cpu) or on the GPU (cuda); the same index either way")
     parser.add_argument("--index", metavar="DIR", help="index folder (default: REF.fa.gkx beside the FASTA, "
                         "or ~/.cache/gkmap/<checksum> when that folder is read-only)")
+    parser.add_argument("--check", action="store_true", help="check the existing k-mer index of REF.fa instead of "
+                        "building one: every checksum and every position (exit 1 on damage)")
 
 
 def run(args):
+    if args.check:
+        given = [f for f, v in (("--ws", args.ws), ("--seed-len", args.seed_len), ("--nb-len", args.nb_len),
+                                ("--spaced", args.spaced)) if v is not None]
+        if args.index_kind != "kmer" or given or args.device != "cpu":
+            raise UsageError("--check checks a k-mer index as it is: it takes only REF.fa and --index")
+        check_index(args.reference, args.index)
+        return 0
     nb_flags = [f for f, v in (("--seed-len", args.seed_len), ("--nb-len", args.nb_len), ("--spaced", args.spaced))
                 if v is not None]
     if args.index_kind == "neighbourhood":
