@@ -192,6 +192,11 @@ CASES = [
          put("r.fa.gz", b">a\nACGT\n>b\nAC\xff\n", True)),
     Case("reads-multiline-dnaio-error", MAP + ["r.fq"], 1, ("r.fq", "line 7", "record 2"),
          put("r.fq", GOOD + "@r2\nACGT\n+r3\nIIII\n")),
+    # the same damage given to `gkmap kmers count` (its own reader, kmers/reading.py)
+    Case("kmers-gzip-bad-block", ["kmers", "count", "-k", "15", "-o", "k.out", "c.fq.gz"], 1,
+         ("c.fq.gz", "corrupt compressed data"), damaged_gzip("c.fq.gz", "reads.fq", 20)),
+    Case("kmers-gzip-truncated", ["kmers", "count", "-k", "15", "-o", "k.out", "c.fq.gz"], 1,
+         ("c.fq.gz", "truncated compressed file"), damaged_gzip("c.fq.gz", "reads.fq", None, cut=0.6)),
 ]
 for compress in (False, True):
     CASES += [

@@ -26,8 +26,9 @@ from xopen import xopen
 
 from mapper.errors import InputError
 from mapper.kmers.fasta import GENERAL_TABLE, NonAsciiError, fasta_codes
+from mapper.reference import DECOMPRESSION_ERRORS, stream_error
 
-UNREADABLE = (EOFError, UnicodeDecodeError, OSError)
+UNREADABLE = (UnicodeDecodeError, OSError, *DECOMPRESSION_ERRORS)  # a damaged gzip block, CRC or end included
 
 
 @dataclass
@@ -114,7 +115,7 @@ def _record_blocks(path, block_bytes):
         line = None if e.line is None else e.line + 1
         raise InputError(path, e.message.rstrip("."), line=line) from None
     except UNREADABLE as e:
-        raise InputError(path, f"truncated or unreadable file ({e})") from None
+        raise stream_error(path, e) from None
     if batch:
         yield Block(_codes(batch), False, False, path)
 
@@ -133,6 +134,6 @@ def blocks(paths, block_bytes):
                     yield from _text_blocks(f, head, path, block_bytes)
                     continue
         except UNREADABLE as e:
-            raise InputError(path, f"truncated or unreadable file ({e})") from None
+            raise stream_error(path, e) from None
         if head:
             yield from _record_blocks(path, block_bytes)
