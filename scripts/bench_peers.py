@@ -67,7 +67,7 @@ def sets(args, work):
                         data / "reads" / "shigella_dysenteriae_ERR6005894_R1.fastq.gz", 6, 150))
         elif name == "honeybee":
             out.append((name, data / "genomes" / "honeybee_viruses_DWV_NC_004830.2_VDV1_NC_006494.1.fa.gz",
-                        data / "reads" / "honeybee_virus_SRR059298_GAII_subset.fastq.gz", None, 100))
+                        data / "reads" / "honeybee_virus_SRR059298_GAII_subset.fastq.gz", None, 72))
         elif name == "proxy":
             import genome_proxy
             genome, reads = work / "proxy.fa", work / "proxy.fq"

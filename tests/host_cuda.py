@@ -8,6 +8,9 @@ from mapper.device.host import (SHIM, Timer, copy_into, free_memory, from_device
                                   memset, shifted, to_device, upload)
 
 
+GROUP = 32  # the GPU's group size, so the host runs of the tests launch what the GPU launches
+
+
 def empty(nbytes):
     return np.full(max(int(nbytes), 1), 0xA5, dtype=np.uint8)  # poisoned: unwritten output shows
 

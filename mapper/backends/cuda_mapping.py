@@ -25,7 +25,6 @@ from mapper.verify import MAX_ENDS, Mappings, kernel_defines, verify as host_ver
 
 COLUMNS = (np.int32, np.int32, np.int64, np.int64)  # device candidates: row, contig, lo, hi
 BAND_CAPACITY = 1 << 25  # hits (band slots) per seeding launch; rows are launched in chunks that fit
-SEED_GROUP = 32  # threads per chosen k-mer labelling its hits (seed.cu seed_hit_kmers)
 RESERVE = 4 << 30  # device memory kept for a batch's buffers when --gpu-memory does not say how much to use
 MARGIN = 4096  # bases of the neighbouring contigs an index part holds on either side (index_parts.py)
 WHOLE = (0, 1 << 62)  # the core range of the one-part index: every position
@@ -119,7 +118,8 @@ class CudaBackend(Backend):
             part, list_offsets, positions, _ = self._active
             core, first_part = (part.lo, part.hi), part == self._parts[0]
         n_contigs = len(index.reference.starts)
-        defines = dict(WS=index.ws, SEED_GROUP=SEED_GROUP,
+        group = cuda.GROUP  # threads per chosen k-mer labelling its hits (seed.cu seed_hit_kmers)
+        defines = dict(WS=index.ws, SEED_GROUP=group,
                        OFFSET_T="unsigned int" if index.offsets.dtype == np.uint32 else "unsigned long long")
         kernel = lambda name: cuda.function("seed.cu", name, **defines)
         n_rows = len(rows.start)
@@ -147,7 +147,7 @@ class CudaBackend(Backend):
             k_begin, k_end = int(kfirst[begin]), int(kfirst[end - 1] + nk[end - 1])
             d_slot, rows_args = cuda.scratch_copy(slot), (np.int32(begin), np.int32(count))
             hit_kmer = cuda.scratch(4 * capacity)
-            cuda.launch(kernel("seed_hit_kmers"), SEED_GROUP * (k_end - k_begin), flags, kmer_row, kmer_hit, size,
+            cuda.launch(kernel("seed_hit_kmers"), group * (k_end - k_begin), flags, kmer_row, kmer_hit, size,
                         d_slot, np.int32(begin), np.int64(k_begin), np.int64(k_end - k_begin), hit_kmer)
             diag_contig, diag_value, diag_flags = cuda.scratch(4 * capacity), cuda.scratch(8 * capacity), cuda.scratch(capacity)
             cuda.launch(kernel("seed_place"), capacity, key, flags, kmer_row, kmer_hit, hit_kmer, d_nk, d_kfirst,

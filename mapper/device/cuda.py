@@ -22,6 +22,7 @@ from mapper.alphabet import BASES, CODE_N
 
 KERNEL_DIR = Path(__file__).resolve().parent.parent / "kernels"  # a link to ../kernels in a checkout
 BLOCK = 256  # threads per block of every one-thread-per-item launch
+GROUP = 32  # threads that share one item's loop where a kernel lets a group do it (a warp; host.py: one)
 
 
 def driver():

@@ -25,6 +25,8 @@ import numpy as np
 
 from mapper.device.cuda import BLOCK, KERNEL_DIR, cached_build, code_defines
 
+GROUP = 1  # an item's loop is one OpenMP iteration's: a group of threads per item only adds iterations here
+
 SHIM = """
 #include <algorithm>
 using std::min;
