@@ -40,12 +40,18 @@ def reverse_complement(codes):
 
 def pack_2bit(codes):
     """uint8 codes [n] -> uint32 words, 16 bases a word, first base in bits 31..30 (N packs as A; keep the N
-    mask beside it). The last word is zero-padded. This is the layout the kernels read."""
+    mask beside it). The last word is zero-padded. This is the layout the kernels read. Built a byte (4
+    bases) at a time and read as big-endian words, so it needs about one byte a base of temporaries (a
+    human genome's codes are packed within the index build's memory bound)."""
     n = len(codes)
-    padded = np.zeros(-(-n // 16) * 16, dtype=np.uint32)
-    padded[:n] = codes & 3
-    shifts = np.arange(30, -1, -2, dtype=np.uint32)
-    return (padded.reshape(-1, 16) << shifts).sum(axis=1, dtype=np.uint32)
+    padded = np.zeros(-(-n // 16) * 16, dtype=np.uint8)
+    padded[:n] = codes
+    padded &= 3
+    quads = padded.reshape(-1, 4)
+    packed = quads[:, 0] << 6
+    for i, shift in ((1, 4), (2, 2), (3, 0)):
+        packed |= quads[:, i] << shift
+    return packed.view(">u4").astype(np.uint32)
 
 
 # byte of a big-endian 2-bit word -> its 4 codes, first base in the high bits

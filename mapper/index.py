@@ -100,25 +100,59 @@ def valid_kmer_starts(reference, ws):
     return valid
 
 
-def build_arrays(reference, ws):
-    """(offsets, positions) of the index of `reference` for k-mer size ws."""
+BUILD_CHUNK = 1 << 22  # k-mer starts per step of the build: ~0.1 GB of temporaries, whatever the genome
+
+
+def build_arrays(reference, ws, chunk=BUILD_CHUNK):
+    """(offsets, positions) of the index of `reference` for k-mer size ws, in memory bounded by the index
+    itself plus one chunk's temporaries (a counting sort, not one sort of every k-mer): pass 1 counts
+    each key's k-mers chunk by chunk, which gives the offsets; pass 2 takes the chunks in position order
+    and puts each chunk's k-mers, sorted by (key, position), at their key's cursor, so every bucket is
+    filled in position order."""
     if len(reference.codes) >= 2**32:
         raise UsageError("references of 2**32 bases or more are not supported by this index format")
-    keys = kmer_keys(reference.codes, ws)
-    valid = valid_kmer_starts(reference, ws)
-    packed = keys[valid].astype(np.uint64)
-    del keys
-    packed <<= np.uint64(32)
-    packed |= np.flatnonzero(valid).astype(np.uint64)
-    del valid
-    packed.sort()
-    positions = packed.astype(np.uint32)  # the low 32 bits
-    packed >>= np.uint64(32)
-    counts = np.bincount(packed.view(np.int64), minlength=4**ws)
-    del packed
-    offsets = np.zeros(4**ws + 1, dtype=np.uint32 if len(positions) < 2**32 else np.uint64)
+    n = max(len(reference.codes) - ws + 1, 0)
+    steps = [(a, min(a + chunk, n)) for a in range(0, n, chunk)]
+    counts = np.zeros(4**ws, dtype=np.int64)
+    kept = {}  # a genome of one chunk keeps its k-mers for pass 2 (no second extraction)
+    for a, b in steps:
+        keys, starts = _chunk_kmers(reference, ws, a, b)
+        counts += np.bincount(keys, minlength=4**ws)
+        if len(steps) == 1:
+            kept[a] = keys, starts
+    total = int(counts.sum())
+    offsets = np.zeros(4**ws + 1, dtype=np.uint32 if total < 2**32 else np.uint64)
     np.cumsum(counts, out=offsets[1:])
+    cursor = offsets[:-1].astype(np.int64)
+    del counts
+    positions = np.empty(total, dtype=np.uint32)
+    for a, b in steps:
+        keys, starts = kept.pop(a, None) or _chunk_kmers(reference, ws, a, b)
+        packed = keys.astype(np.uint64) << np.uint64(32)  # (key, start): one sort of plain words
+        packed |= starts
+        packed.sort()
+        keys, starts = (packed >> np.uint64(32)).astype(np.int64), packed.astype(np.uint32)
+        del packed
+        first = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
+        size = np.diff(np.r_[first, len(keys)])
+        rank = np.arange(len(keys)) - np.repeat(first, size)
+        positions[cursor[keys] + rank] = starts
+        cursor[keys[first]] += size
     return offsets, positions
+
+
+def _chunk_kmers(reference, ws, a, b):
+    """(keys, starts) of the valid ws-mers (no N, inside one contig) starting in [a, b), by start."""
+    codes = reference.codes[a:b + ws - 1]
+    keys = kmer_keys(codes, ws)
+    is_n = codes == CODE_N
+    valid = ~is_n[:b - a]
+    for i in range(1, ws):
+        valid &= ~is_n[i:i + b - a]
+    ends = reference.ends
+    for end in ends[np.searchsorted(ends, a, side="right"):np.searchsorted(ends, b + ws - 1, side="right")].tolist():
+        valid[max(end - ws + 1 - a, 0):min(end - a, b - a)] = False  # k-mers across a contig end
+    return keys[valid], np.flatnonzero(valid).astype(np.uint32) + np.uint32(a)
 
 
 def _read_only_dir(path):
