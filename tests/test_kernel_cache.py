@@ -23,13 +23,24 @@ def cache(tmp_path, monkeypatch):
 def test_compiled_once_then_read_from_disk(cache, monkeypatch):
     binary = cuda.cubin("gather.cu", DEFINES, "sm_90")
     assert binary[:4] == b"\x7fELF"
-    assert [p.read_bytes() for p in cache.glob("gather-*.cubin")] == [binary]
+    assert [p.read_bytes()[:-32] for p in cache.glob("gather-*.cubin")] == [binary]  # + its SHA-256
     cuda.cubin.cache_clear()
 
     def no_compiler(*args, **kwargs):
         raise AssertionError("compiled again")
     monkeypatch.setattr(subprocess, "run", no_compiler)
     assert cuda.cubin("gather.cu", DEFINES, "sm_90") == binary
+
+
+def test_a_damaged_entry_is_built_again(cache):
+    binary = cuda.cubin("gather.cu", DEFINES, "sm_90")
+    (entry,) = cache.glob("gather-*.cubin")
+    damaged = bytearray(entry.read_bytes())
+    damaged[100] ^= 0xFF
+    entry.write_bytes(bytes(damaged))
+    cuda.cubin.cache_clear()
+    assert cuda.cubin("gather.cu", DEFINES, "sm_90") == binary
+    assert entry.read_bytes()[:-32] == binary
 
 
 def test_other_defines_compile_anew(cache):

@@ -274,6 +274,20 @@ def test_stale_temporary_items_of_dead_processes_are_removed(data, tmp_path):
     assert sorted(os.listdir(tmp_path)) == sorted(kept + ["idx", "out.sam"])
 
 
+def test_stale_kmer_runs_of_a_killed_count_are_removed(data, tmp_path):
+    """A killed `gkmap kmers count` leaves its spilled runs in a PID@HOST folder; the next count that
+    spills removes it (and leaves a live process's folder alone)."""
+    from mapper.kmers.counter import count_kmers
+    dead = _dead_pid()
+    stale, live = tmp_path / f"gkmap-kmers-{dead}@{HOST}-ab12", tmp_path / f"gkmap-kmers-{os.getpid()}@{HOST}-cd34"
+    for folder in (stale, live):
+        folder.mkdir()
+        (folder / "run00000.gkmers").write_bytes(b"partial")
+    stats = count_kmers([data / "reads.fq"], tmp_path / "k.table", 15, memory_bytes=1 << 16, tmp_parent=tmp_path)
+    assert stats.runs_spilled > 0  # the count spilled, so it looked for stale runs
+    assert not stale.exists() and live.exists()
+
+
 # -- faults: signals during `gkmap map` --------------------------------------------------------------------
 
 def _session(sid):

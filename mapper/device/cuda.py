@@ -56,14 +56,17 @@ def cubin(source, defines, arch):
 def cached_build(source, defines, tool, suffix, command):
     """The bytes built from kernels/`source` by `command(output path)` (a compiler's argv), kept in an on-disk
     cache keyed by the sources (the .cu and every .cuh), the defines and `tool` (the compiler, its target),
-    so a changed kernel or compiler is never served a stale binary. Written by rename: concurrent runs
-    never see a partial file."""
+    so a changed kernel or compiler is never served a stale binary. Each entry ends with the SHA-256 of
+    its binary, checked before use: a damaged entry (a disk error, a partial copy of the cache) is built
+    again, never loaded. Written by rename: concurrent runs never see a partial file."""
     digest = hashlib.sha256(repr((source, defines, tool)).encode())
     for path in sorted(KERNEL_DIR.glob("*.cuh")) + [KERNEL_DIR / source]:
         digest.update(path.read_bytes())
     cached = _cache_dir() / f"{Path(source).stem}-{digest.hexdigest()[:32]}{suffix}"
-    if cached.exists():
-        return cached.read_bytes()
+    with contextlib.suppress(OSError):
+        stored = cached.read_bytes()
+        if len(stored) > 32 and hashlib.sha256(stored[:-32]).digest() == stored[-32:]:
+            return stored[:-32]
     with tempfile.TemporaryDirectory(prefix="gkmap-build-") as tmp:
         out = Path(tmp) / f"k{suffix}"
         done = subprocess.run(command(str(out)), capture_output=True, text=True)
@@ -73,7 +76,7 @@ def cached_build(source, defines, tool, suffix, command):
     with contextlib.suppress(OSError):  # an unwritable cache only costs the next run a compile
         cached.parent.mkdir(parents=True, exist_ok=True)
         partial = cached.with_suffix(f".{os.getpid()}.tmp")
-        partial.write_bytes(binary)
+        partial.write_bytes(binary + hashlib.sha256(binary).digest())
         os.replace(partial, cached)
     return binary
 

@@ -25,7 +25,7 @@ from mapper.kmers.backend import CpuBackend
 from mapper.kmers.encode import KmerLayout
 from mapper.kmers.merge import merge_runs
 from mapper.kmers.reading import blocks
-from mapper.outputs import atomic_path
+from mapper.outputs import atomic_path, remove_stale, temp_prefix
 
 log = logging.getLogger("gkmap")
 
@@ -72,7 +72,8 @@ class KmerCounter:
 
     def _spill(self, run):
         if self.tmp_dir is None:
-            self.tmp_dir = tempfile.mkdtemp(prefix="gkmap-kmers-", dir=self.tmp_parent)
+            remove_stale(self.tmp_parent or tempfile.gettempdir(), "gkmap-kmers-")  # a killed count's runs
+            self.tmp_dir = tempfile.mkdtemp(prefix=temp_prefix("gkmap-kmers-"), dir=self.tmp_parent)
         path = f"{self.tmp_dir}/run{len(self.spilled):05d}.gkmers"
         store.write_table(path, self.layout.k, self.canonical, 1, self.backend.encode(run))
         self.spilled.append(path)
