@@ -114,3 +114,15 @@ def test_index_carries_checksums_and_check_passes(tmp_path, tricky_fasta):
     (tmp_path / "idx" / "meta.json").write_text(json.dumps(meta))
     with pytest.raises(IndexFormatError, match="meta.json changed"):
         load_index(tricky_fasta, tmp_path / "idx")
+
+
+@pytest.mark.parametrize("old,new", [(b"False", b"Fa)se"), (b"'descr'", b"'de\x00cr'"), (b"(", b"\"")])
+def test_damaged_npy_header_is_one_line(tmp_path, tricky_fasta, old, new):
+    """numpy parses an .npy header as a Python literal: damage there raised SyntaxError or TokenError, a
+    traceback (found by scripts/fuzz_parsers.py)."""
+    from mapper.errors import IndexFormatError
+    build_index(tricky_fasta, 10, tmp_path / "idx")
+    target = tmp_path / "idx" / "offsets.npy"
+    target.write_bytes(target.read_bytes().replace(old, new, 1))
+    with pytest.raises(IndexFormatError, match="damaged index"):
+        load_index(tricky_fasta, tmp_path / "idx")
