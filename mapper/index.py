@@ -35,6 +35,7 @@ import stat
 import tempfile
 import time
 import tokenize
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -469,9 +470,11 @@ def load_index(ref_path, index_dir=None, checksum=None, samples=1024):
     names, lengths = check_meta(folder, meta)
     check_reference(folder, meta, ref_path, "'gkmap index'", checksum)
     try:
-        arrays = {name: np.load(folder / f"{name}.npy", mmap_mode="r") for name in _ARRAYS}
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # numpy's warnings about a header gkmap did not write: damage
+            arrays = {name: np.load(folder / f"{name}.npy", mmap_mode="r") for name in _ARRAYS}
     # numpy parses an .npy header as a Python literal: a damaged one fails with SyntaxError or TokenError
-    except (OSError, ValueError, EOFError, SyntaxError, tokenize.TokenError) as e:
+    except (OSError, ValueError, EOFError, SyntaxError, tokenize.TokenError, Warning) as e:
         raise IndexFormatError(f"{folder}: damaged index ({e}); rebuild it with 'gkmap index'") from None
     ws, total = meta.get("ws"), meta.get("positions")
     if not (isinstance(ws, int) and WS_RANGE[0] <= ws <= WS_RANGE[1] and isinstance(total, int) and total >= 0):
