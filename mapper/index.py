@@ -473,8 +473,9 @@ def load_index(ref_path, index_dir=None, checksum=None, samples=1024):
         with warnings.catch_warnings():
             warnings.simplefilter("error")  # numpy's warnings about a header gkmap did not write: damage
             arrays = {name: np.load(folder / f"{name}.npy", mmap_mode="r") for name in _ARRAYS}
-    # numpy parses an .npy header as a Python literal: a damaged one fails with SyntaxError or TokenError
-    except (OSError, ValueError, EOFError, SyntaxError, tokenize.TokenError, Warning) as e:
+    # numpy parses an .npy header as a Python literal: a damaged one fails with SyntaxError, TokenError,
+    # or a TypeError/KeyError from the dictionary it reads
+    except (OSError, ValueError, EOFError, SyntaxError, tokenize.TokenError, TypeError, KeyError, Warning) as e:
         raise IndexFormatError(f"{folder}: damaged index ({e}); rebuild it with 'gkmap index'") from None
     ws, total = meta.get("ws"), meta.get("positions")
     if not (isinstance(ws, int) and WS_RANGE[0] <= ws <= WS_RANGE[1] and isinstance(total, int) and total >= 0):
