@@ -19,19 +19,23 @@ import gzip
 import json
 import random
 import shutil
+import sys
 import time
 from dataclasses import dataclass
 
 import numpy as np
 import pytest
 
-from conftest import MEASLES, READS
+from conftest import MEASLES, READS, ROOT
 from mapper.cli import main
 from mapper.errors import InputError
 from mapper.reference import read_fasta
 from mapper.simulate import simulate, write_fastq
 from test_cli_errors import one_line_error
 from test_safety import snapshot
+
+sys.path.insert(0, str(ROOT / "scripts"))
+from fuzz_parsers import damaged_file  # noqa: E402  (the long fuzz run's damage, 5 seconds of it here)
 
 SEQ = "ACCAAACAAAGTTGGGTAAGGATAGTTCAAATCAATGATCATCTTCTAGTGCACTTAGGA"
 QUAL = "I" * len(SEQ)
@@ -414,22 +418,6 @@ def test_load_checks_are_cheap_and_catch_a_sampled_shuffle(data, tmp_path):
 
 # -- fuzz: random damage of small inputs, a few seconds ------------------------------------------------------
 
-def _damage(rng, raw):
-    raw = bytearray(raw)
-    what = rng.random()
-    if what < 0.25:
-        return bytes(raw[:rng.randrange(len(raw))])
-    for _ in range(rng.randint(1, 4)):
-        at = rng.randrange(len(raw))
-        if what < 0.6:
-            raw[at] = rng.randrange(256)
-        elif what < 0.8:
-            raw.insert(at, rng.choice(b"\n\r\t @>+*=.-\x00\xff"))
-        else:
-            del raw[at]
-    return bytes(raw)
-
-
 def test_fuzz_never_a_traceback(data, tmp_path, monkeypatch, capsys):
     """Seeded random flips, insertions, deletions and cuts of FASTQ and FASTA reads and of the reference,
     plain and gzipped (the damage before or after compressing): exit 0, or exit 1 with one gkmap line, and no
@@ -446,15 +434,8 @@ def test_fuzz_never_a_traceback(data, tmp_path, monkeypatch, capsys):
     while time.monotonic() < deadline:
         kind = rng.choice(["fq", "fa", "ref"])
         raw = {"fq": reads, "fa": fasta_reads, "ref": reference}[kind]
-        compress = rng.random() < 0.5
-        if compress and rng.random() < 0.5:
-            content = _damage(rng, gzip.compress(raw, mtime=0))
-        else:
-            content = _damage(rng, raw)
-            content = gzip.compress(content, mtime=0) if compress else content
-        name = {"fq": "x.fq", "fa": "x.fa", "ref": "g.fa"}[kind] + (".gz" if compress else "")
-        with open(name, "wb") as out:
-            out.write(content)
+        path, content = damaged_file(rng, tmp_path, {"fq": "x.fq", "fa": "x.fa", "ref": "g.fa"}[kind], raw)
+        name = path.name
         if kind == "ref":
             argv = ["index", "--quiet", "--ws", "10", "--index", f"i{runs}", name]
         else:
