@@ -115,17 +115,21 @@ def build_arrays(reference, ws, chunk=BUILD_CHUNK):
         raise UsageError("references of 2**32 bases or more are not supported by this index format")
     n = max(len(reference.codes) - ws + 1, 0)
     steps = [(a, min(a + chunk, n)) for a in range(0, n, chunk)]
-    counts = np.zeros(4**ws, dtype=np.int64)
+    counts = np.zeros(4**ws, dtype=np.uint32)  # a genome below 2**32 bases: no bucket overflows
     kept = {}  # a genome of one chunk keeps its k-mers for pass 2 (no second extraction)
     for a, b in steps:
         keys, starts = _chunk_kmers(reference, ws, a, b)
-        counts += np.bincount(keys, minlength=4**ws)
+        if 4**ws <= 8 * len(keys):  # a bincount over every key pays off only for a chunk this large
+            np.add(counts, np.bincount(keys, minlength=4**ws), out=counts, casting="unsafe")
+        else:
+            present, number = np.unique(keys, return_counts=True)
+            counts[present] += number.astype(np.uint32)
         if len(steps) == 1:
             kept[a] = keys, starts
-    total = int(counts.sum())
+    total = int(counts.sum(dtype=np.uint64))
     offsets = np.zeros(4**ws + 1, dtype=np.uint32 if total < 2**32 else np.uint64)
     np.cumsum(counts, out=offsets[1:])
-    cursor = offsets[:-1].astype(np.int64)
+    cursor = offsets[:-1].copy()  # each key's next free slot, in the offsets' own dtype
     del counts
     positions = np.empty(total, dtype=np.uint32)
     for a, b in steps:
@@ -138,8 +142,8 @@ def build_arrays(reference, ws, chunk=BUILD_CHUNK):
         first = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
         size = np.diff(np.r_[first, len(keys)])
         rank = np.arange(len(keys)) - np.repeat(first, size)
-        positions[cursor[keys] + rank] = starts
-        cursor[keys[first]] += size
+        positions[cursor[keys].astype(np.int64) + rank] = starts
+        cursor[keys[first]] += size.astype(cursor.dtype)
     return offsets, positions
 
 
