@@ -15,7 +15,7 @@ import logging
 import signal
 import sys
 
-from mapper import __version__
+from mapper.version import __version__
 from mapper.errors import GkmapError
 
 # name -> module; the order is the order of `gkmap --help`.

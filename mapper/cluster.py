@@ -2,9 +2,12 @@
 per GPU of this host (`--gpus`), N local workers (`--local-cluster`) or a Dask cluster (`--scheduler`).
 
     client (this process)                                     worker (one per GPU, or per core)
-    read_batches(--chunk-reads) -- chunk i --submit-->        IndexPlugin: index + backend, loaded once
-    OrderedWriter <-- ChunkResult (one text per output,         map_chunk: pipeline.map_batch on the chunk
+    read_batches(--chunk-reads) -- chunk i --submit-->        IndexPlugin: index + backend + the run's job
+    OrderedWriter -> Sinks <-- ChunkResult ({sink: text},     map_chunk: job.map, then its render processes
                       Counters, worker name) --
+
+The worker tasks know nothing of single- or paired-end: they call the run's job (mapper/jobs.py), as the
+local runner does (mapper/runners/local.py), and the client writes through the same Sinks.
 
 - Order: chunk i is written only after chunks 0..i-1 (a writer keyed by chunk index), so the outputs are
   the single-process outputs byte for byte (the @PG line aside): records depend on the read alone, not its
@@ -21,12 +24,12 @@ per GPU of this host (`--gpus`), N local workers (`--local-cluster`) or a Dask c
   checksum and ws agree, and keeps it with its backend (the cuda backend keeps genome and index in GPU
   memory) for every chunk it maps.
 
-Paired-end runs (--pe/--mp) read both files in lockstep (`paired.read_pairs`, which checks that mates pair)
-and give each chunk of read pairs two tasks: `map_mates` maps both mates and keeps the loci on its worker,
-`pair_chunk` pairs them there (Dask runs it where its input lies) once the TLEN range is known. Without
---min and --max the range is estimated as a single process estimates it (`paired.insert_size`, pair by
-pair, so whatever the chunks): the client reads the first chunks' confident TLENs (`chunk_tlens`, a small
-task on each mapped chunk) in order while the workers map `IN_FLIGHT_PER_THREAD` chunks per thread ahead,
+Jobs that settle on their first mapped items (paired-end runs, --pe/--mp: the TLEN range) give each chunk
+two tasks (`map_settled`): `map_item` maps it (both mates, read in lockstep by the job's inputs) and keeps
+the result on its worker, `render_item` renders it there (Dask runs it where its input lies) once the job
+is settled. Without --min and --max the range is estimated as a single process estimates it
+(`PairedEndJob.settle`, pair by pair, so whatever the chunks): the client reads the first chunks'
+lookaheads (confident TLENs: `chunk_lookahead`, a small task on each mapped chunk) in order while the workers map `IN_FLIGHT_PER_THREAD` chunks per thread ahead,
 then submits the pairing of every chunk mapped so far. A mapped chunk lost with its worker is mapped again
 from its task, whose reads the scheduler still holds.
 
@@ -66,15 +69,14 @@ from mapper.backends import get_backend
 from mapper.errors import GkmapError, IndexFormatError, UsageError
 from mapper.filters.windows import MODES as FILTER_MODES
 from mapper.index import load_index, open_index, read_meta
-from mapper.options import PAIRED
-from mapper.outputs import BackgroundWriter, atomic_output, emit
-from mapper.paired import (PairCounters, PairSettings, confident_tlens, find_mates, insert_size, pair_batch,
-                           pair_outputs, read_pairs)
-from mapper.pipeline import Counters, count_batch, find_mappings, map_batch, progress_bar
+from mapper.jobs import job_for
+from mapper.outputs import BackgroundWriter
+from mapper.paired import PairCounters
+from mapper.pipeline import Counters, count_batch, progress_bar
 from mapper.read_blocks import FastqBlocks, Unsure, read_chunks
 from mapper.reads import _UPPER, ReadBatch, _detect_format_from_name, prefetch, read_batches, with_codes
 from mapper.render import MAX_WORKERS, HostWorkers, SpilledText
-from mapper.sam import header, unmapped_records
+from mapper.sinks import Sinks, run_header
 
 try:
     import dask
@@ -113,8 +115,7 @@ class RemoteError(GkmapError):
 
 @dataclass
 class ChunkResult:
-    texts: tuple      # one text per output of the run, in its order (single-end: SAM, --unmapped records and
-                      # --dump-candidates lines, "" without them; paired: SAM, OEA SAM, DIVET)
+    texts: dict       # {sink name: text} (mapper/sinks.py)
     counters: Counters
     worker: str       # the name of the worker that mapped it (stable across a restart of that worker)
     pairs: PairCounters = None   # paired runs: the chunk's pair classes
@@ -122,7 +123,7 @@ class ChunkResult:
 
 @dataclass
 class MappedChunk:
-    """A chunk of read pairs mapped by `map_mates`, kept on its worker until `pair_chunk` pairs it."""
+    """A chunk mapped by `map_item`, kept on its worker until `render_item` renders it."""
     mapped: object    # paired.MappedPairs
     counters: Counters
     worker: str
@@ -157,11 +158,13 @@ class IndexPlugin(WorkerPlugin):
         self.index, self.backend = index, backend
         # SAM rendering in processes of this worker (-t per worker, spawned above; inline in a daemonic
         # worker process, which may not start processes)
-        self.renderer = HostWorkers(self.opts.threads or 1, 1, index.reference, self.opts.best,
-                                    self.opts.max_records, False)
+        opts = self.opts
+        self.renderer = HostWorkers(opts.threads or 1, 1, index.reference, opts.best, opts.max_records,
+                                    bool(opts.unmapped), opts.read_group_id)
         self.renderer.adopt(pool)
-        self.filter_mode = FILTER_MODES[self.opts.filter]
-        devices = dict(backend.devices, filter=backend.name if self.filter_mode else "none")
+        filter_mode = FILTER_MODES[opts.filter]
+        self.job = job_for(opts).attach(index, backend, filter_mode)
+        devices = dict(backend.devices, filter=backend.name if filter_mode else "none")
         self.stages = ", ".join(f"{stage}: {devices[stage]}" for stage in ("seed", "filter", "verify"))
 
     def teardown(self, worker):
@@ -224,7 +227,7 @@ def loaded(plugin_name):
 
 
 def mapped_input(value):
-    """The MappedChunk a task takes from `map_mates`; that task's RemoteError is this task's answer too."""
+    """The MappedChunk a task takes from `map_item`; that task's RemoteError is this task's answer too."""
     if isinstance(value, RemoteError):
         raise value
     return value
@@ -234,13 +237,15 @@ def mapped_input(value):
 def map_chunk(batch, plugin_name):
     """Map one single-end chunk (a ReadBatch) with this worker's index and backend: a ChunkResult."""
     worker, plugin = loaded(plugin_name)
-    opts = plugin.opts
     counters = Counters(stages=plugin.stages)
-    dump = io.StringIO() if opts.dump_candidates else None
-    text, unmapped = map_batch(batch, plugin.index, plugin.backend, plugin.filter_mode, opts, counters, dump,
-                               plugin.renderer)
-    return ChunkResult((text, unmapped_records(batch, unmapped) if opts.unmapped else "",
-                        dump.getvalue() if dump else ""), counters, str(worker.name))
+    return ChunkResult(render_mapped(plugin, plugin.job.map(batch, counters), counters), counters, str(worker.name))
+
+
+def render_mapped(plugin, mapped, counters):
+    """{sink name: text} of a mapped single-end batch, by this worker's render processes (or inline)."""
+    done = plugin.renderer.render_now(mapped.batch, mapped.rows, mapped.maps)
+    count_batch(counters, done)
+    return {"sam": done.sam, "unmapped": done.unmapped, "candidates": mapped.candidates}
 
 
 class ShareUnsure(RemoteError):
@@ -291,7 +296,7 @@ def map_batches(batches, plugin, counters, out):
     """The single-process loop (pipeline.map_reads) on a worker: each batch mapped on this worker's backend
     and handed to its render processes, whose texts `out` (a BackgroundWriter) writes in order as they are
     done, so the GPU maps the next batch while the last one renders."""
-    renderer, opts = plugin.renderer, plugin.opts
+    renderer = plugin.renderer
 
     def write(block=False):
         for _, parts in renderer.ready(block):
@@ -300,9 +305,8 @@ def map_batches(batches, plugin, counters, out):
                 out.put(part.sam)
     try:
         for batch in counters.timed_iter("parse", batches):
-            rows, maps = find_mappings(batch, plugin.index, plugin.backend, plugin.filter_mode, opts.e, opts.reads,
-                                       counters)
-            renderer.submit(batch, rows, maps)
+            mapped = plugin.job.map(batch, counters)
+            renderer.submit(mapped.batch, mapped.rows, mapped.maps)
             write()
         write(block=True)
     except BaseException:
@@ -331,33 +335,33 @@ def map_share(path, begin, end, part, plugin_name):
         return ShareUnsure(f"{path}: bytes {begin}..{end}: a record the block parser does not check")
     finally:
         batches.close()
-    return ChunkResult((SpilledText(part, os.path.getsize(part)), "", ""), counters, str(worker.name))
+    return ChunkResult({"sam": SpilledText(part, os.path.getsize(part))}, counters, str(worker.name))
 
 
 @remote
-def map_mates(b1, b2, names, plugin_name):
-    """Map both mates of one chunk of read pairs: a MappedChunk, which stays on this worker."""
+def map_item(item, plugin_name):
+    """Map one chunk (paired: both mates of its read pairs): a MappedChunk, which stays on this worker."""
     worker, plugin = loaded(plugin_name)
     counters = Counters(stages=plugin.stages)
-    mapped = find_mates(b1, b2, names, plugin.index, plugin.backend, plugin.filter_mode, plugin.opts, counters)
-    return MappedChunk(mapped, counters, str(worker.name))
+    return MappedChunk(plugin.job.map(item, counters), counters, str(worker.name))
 
 
 @remote
-def chunk_tlens(chunk, orientation):
-    """The paired.Confident of a MappedChunk: all the client needs of it to estimate the TLEN range."""
-    return confident_tlens(mapped_input(chunk).mapped, orientation)
+def chunk_lookahead(chunk, plugin_name):
+    """jobs' lookahead of a MappedChunk (paired: its confident TLENs): what the client needs to settle."""
+    _, plugin = loaded(plugin_name)
+    return plugin.job.lookahead(mapped_input(chunk).mapped)
 
 
 @remote
-def pair_chunk(chunk, settings, plugin_name):
-    """Pair one MappedChunk with the run's PairSettings: a ChunkResult (SAM, OEA SAM, DIVET)."""
+def render_item(chunk, settings, plugin_name):
+    """Render one MappedChunk with the job's settings (paired: the run's PairSettings): a ChunkResult."""
     chunk = mapped_input(chunk)
     _, plugin = loaded(plugin_name)
-    counters = copy.deepcopy(chunk.counters)  # the mapped chunk stays as it is, for a rerun of this task
-    pairs = PairCounters(counters)
-    texts = pair_batch(chunk.mapped, plugin.index.reference, settings, counters, pairs)
-    return ChunkResult(texts, counters, chunk.worker, pairs)
+    job = copy.copy(plugin.job)               # the settings are this run's; the worker's job is shared
+    job.settings = settings
+    tally = job.tally(copy.deepcopy(chunk.counters))  # the mapped chunk stays as it is, for a rerun of this task
+    return ChunkResult(job.render(chunk.mapped, tally), tally.mates, chunk.worker, tally)
 
 
 def setup_error(plugin_name, dask_worker):
@@ -563,33 +567,31 @@ def map_single(stream, opts, plugin_name, counters):
     stream.run(batches, lambda chunk, batch: stream.submit(map_chunk, batch, plugin_name, chunk=chunk))
 
 
-def map_paired(stream, opts, plugin_name, counters):
-    """Chunks of read pairs: map_mates, then pair_chunk once the TLEN range is known (module docstring);
-    returns the range."""
-    chunks = counters.timed_iter("parse", read_pairs(opts.reads, opts.reads2, opts.chunk_reads or opts.batch_size))
-    orientation = PAIRED[opts.paired]
-    given = (opts.min_insert, opts.max_insert)
-    estimating = None in given
+def map_settled(stream, job, plugin_name, counters):
+    """Chunks of a job that settles on its first mapped items (paired: the TLEN range): map_item, then
+    render_item once the job is settled (module docstring); the job is settled here, on the client."""
+    size = job.opts.chunk_reads or job.opts.batch_size
+    chunks = job.inputs(size)
+    estimating = job.needs_lookahead
 
-    def submit_mapping(chunk, pair):
-        """(future of the MappedChunk, future of its Confident while the range is estimated, else None). The
-        Confident task is submitted with the mapping and ahead of the mappings queued on that worker, so
+    def submit_mapping(chunk, item):
+        """(future of the MappedChunk, future of its lookahead while the job settles, else None). The
+        lookahead task is submitted with the mapping and ahead of the mappings queued on that worker, so
         the client, which reads them in order, does not stall the workers (docs/cluster.md)."""
-        future = stream.submit(map_mates, *pair, plugin_name, step="map", chunk=chunk)
-        return future, stream.submit(chunk_tlens, future, orientation, step="tlens", chunk=chunk,
+        future = stream.submit(map_item, item, plugin_name, step="map", chunk=chunk)
+        return future, stream.submit(chunk_lookahead, future, plugin_name, step="tlens", chunk=chunk,
                                      priority=1) if estimating else None
 
-    with dask.config.set(LARGE_TASK):
-        mapped = Ahead(itertools.starmap(submit_mapping, enumerate(chunks)), stream.window)
-        lo, hi, seen = insert_size(((future, stream.result(tlens)) for future, tlens in mapped), orientation, given)
-    estimating = False     # the chunks drawn from here on need no TLENs (submit_mapping reads it)
-    mapped.depth = 0       # from here on, Stream.run draws chunks as its window allows
-    seen = deque(seen)
-    settings = PairSettings.of(opts, lo, hi)
-    popped = (seen.popleft() for _ in range(len(seen)))   # the client lets go of a chunk once it is paired
-    stream.run(itertools.chain(popped, (future for future, _ in mapped)),
-               lambda chunk, future: stream.submit(pair_chunk, future, settings, plugin_name, step="pair", chunk=chunk))
-    return lo, hi
+    with contextlib.closing(chunks), dask.config.set(LARGE_TASK):
+        mapped = Ahead(itertools.starmap(submit_mapping, enumerate(counters.timed_iter("parse", chunks))),
+                       stream.window)
+        seen = deque(job.settle((future, stream.result(ahead)) for future, ahead in mapped))
+        estimating = False     # the chunks drawn from here on need no lookahead (submit_mapping reads it)
+        mapped.depth = 0       # from here on, Stream.run draws chunks as its window allows
+        popped = (seen.popleft() for _ in range(len(seen)))   # the client lets go of a chunk once it is rendered
+        stream.run(itertools.chain(popped, (future for future, _ in mapped)),
+                   lambda chunk, future: stream.submit(render_item, future, job.settings, plugin_name, step="pair",
+                                                       chunk=chunk))
 
 
 def record_start(path, offset, size):
@@ -703,7 +705,7 @@ def map_shares(client, token, plugin_name, opts, cuts, output, account, timed, t
                     os.ftruncate(fd, mark)
                     output.seek(mark)
                     return False
-                part = result.texts[0]
+                part = result.texts["sam"]
                 copies.append(pool.submit(copy_part, part, fd, offset))
                 offset += part.size
                 results.append(result)
@@ -754,20 +756,12 @@ def map_distributed(opts):
             raise refusals[0]
         ready, timeline = time.perf_counter(), []
         log.info("mapping on %d Dask workers (dashboard: %s)", len(client.nthreads()), client.dashboard_link)
-        if opts.paired:
-            outputs = stack.enter_context(pair_outputs(opts, index.reference))
-        else:
-            optional = lambda path: stack.enter_context(atomic_output(path)) if path else None
-            outputs = (stack.enter_context(atomic_output(opts.output)), optional(opts.unmapped),
-                       optional(opts.dump_candidates))
-            outputs[0].write(header(index.reference, opts.command_line))
+        sinks = stack.enter_context(Sinks(job_for(opts).outputs(opts), run_header(index.reference, opts)))
         progress = stack.enter_context(progress_bar(opts, " pairs" if opts.paired else " reads"))
 
         def write(result):
             with counters.timed("output"):
-                for handle, text in zip(outputs, result.texts):
-                    if handle is not None:
-                        emit(handle, text)
+                sinks.put(result.texts)
             account(result)
 
         def account(result):
@@ -788,15 +782,19 @@ def map_distributed(opts):
         shares = False
         if plan:
             tally.chunks = len(plan[0]) - 1
-            shares = map_shares(client, token, plugin_name, opts, plan[0], outputs[0], account, counters.timed,
-                                timeline)
+            shares = map_shares(client, token, plugin_name, opts, plan[0], sinks.file("sam"), account,
+                                counters.timed, timeline)
             if not shares:
                 tally.chunks = 0
         if opts.paired:
-            pairs.insert = map_paired(stream, opts, plugin_name, counters)
+            job = job_for(opts)
+            map_settled(stream, job, plugin_name, counters)
+            pairs.insert = (job.settings.lo, job.settings.hi)
         elif not shares:
             map_single(stream, opts, plugin_name, counters)
         retried = retried_chunks(client, token)
+        with counters.timed("output"):
+            sinks.close()
     counters.stages = "; ".join(sorted(tally.stages))
     counters.seconds = time.perf_counter() - t0
     log.info("%s", counters.summary())

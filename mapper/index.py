@@ -41,7 +41,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mapper import __version__
+from mapper.version import __version__
 from mapper.alphabet import CODE_N
 from mapper.errors import IndexFormatError, UsageError
 from mapper.outputs import remove_stale, temp_prefix, umask

@@ -132,8 +132,6 @@ class MapOptions:
             if self.chunk_reads is not None:
                 raise UsageError("--chunk-reads needs --gpus, --scheduler or --local-cluster")
             return
-        if self.read_group is not None or self.comments:  # cluster.py does not pass them on yet
-            raise UsageError(f"-R and --comment are for runs in one process, not with {chosen[0]} (yet)")
         if len(chosen) > 1:
             raise UsageError(f"{chosen[0]} and {chosen[1]} can't be used together: choose one place for the workers")
         if self.gpus is not None and self.gpus != "auto" and not (isinstance(self.gpus, int) and self.gpus >= 1):

@@ -18,11 +18,9 @@ Pairing:
    primary pair, the others with FLAG 256). A pair without one is discordant (both mates map: their
    combinations go to OUT_DIVET.vh), one-end anchored (OEA: one mate maps, OUT_OEA.sam) or unmapped.
 """
-import contextlib
 import functools
 import itertools
 import logging
-import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -31,10 +29,9 @@ from mapper.divet import divet_text, mapping_probabilities, mean_qualities
 from mapper.errors import InputError, UsageError
 from mapper.insert_size import ESTIMATE_PAIRS, ESTIMATE_SCAN, insert_range
 from mapper.options import PAIRED
-from mapper.outputs import atomic_output
-from mapper.pipeline import Counters, find_loci, open_mapping, progress_bar
+from mapper.pipeline import Counters, find_loci
 from mapper.reads import read_batches
-from mapper.sam import header, read_scores
+from mapper.sam import read_scores
 from mapper.sam_pairs import Rows, mate_lines
 from mapper.seeding import ragged_arange
 
@@ -345,17 +342,6 @@ def side_paths(output):
     return f"{stem}_OEA.sam", f"{stem}_DIVET.vh"
 
 
-@contextlib.contextmanager
-def pair_outputs(opts, reference):
-    """(SAM, OEA SAM, DIVET) files of a paired run, written atomically, the SAM headers written."""
-    oea_path, divet_path = side_paths(opts.output)
-    with atomic_output(opts.output) as sam, atomic_output(oea_path) as oea, atomic_output(divet_path) as divet:
-        text = header(reference, opts.command_line, opts.read_group_line, opts.comments)
-        sam.write(text)
-        oea.write(text)
-        yield sam, oea, divet
-
-
 def insert_size(batches, orientation, given):
     """(lo, hi, the items consumed): the concordant TLEN range, `given` (--min, --max) where both are set,
     else estimated (insert_size.py) from the first ESTIMATE_PAIRS confident pairs among the first
@@ -384,30 +370,3 @@ def insert_size(batches, orientation, given):
     log.info("insert size from the first %d uniquely mapped %s pairs: TLEN quartiles %.0f, %.0f, %.0f; "
              "concordant pairs have %d <= TLEN <= %d", len(tlens), orientation, q1, median, q3, lo, hi)
     return lo, hi, seen
-
-
-def map_pairs(opts):
-    """`gkmap map --pe/--mp` with checked MapOptions (pipeline.map_reads comes here); returns the PairCounters."""
-    t0 = time.perf_counter()
-    index, backend, filter_mode, counters = open_mapping(opts)
-    pairs = PairCounters(counters)
-    orientation = PAIRED[opts.paired]
-    progress = progress_bar(opts, " pairs")
-    mapped = (find_mates(b1, b2, names, index, backend, filter_mode, opts, counters)
-              for b1, b2, names in counters.timed_iter("parse", read_pairs(opts.reads, opts.reads2, opts.batch_size)))
-    with pair_outputs(opts, index.reference) as outputs:
-        lo, hi, seen = insert_size(((m, confident_tlens(m, orientation)) for m in mapped), orientation,
-                                   (opts.min_insert, opts.max_insert))
-        pairs.insert = (lo, hi)
-        settings = PairSettings.of(opts, lo, hi)
-        for batch in itertools.chain(seen, mapped):
-            texts = pair_batch(batch, index.reference, settings, counters, pairs)
-            with counters.timed("output"):
-                for handle, part in zip(outputs, texts):
-                    handle.write(part)
-            progress.update(len(batch.r1))
-    progress.close()
-    counters.seconds = time.perf_counter() - t0
-    log.info("%s", counters.summary())
-    log.info("%s", pairs.summary())
-    return pairs

@@ -12,7 +12,6 @@ Per batch:
 """
 import contextlib
 import logging
-import os
 import sys
 import time
 from dataclasses import dataclass, field
@@ -25,10 +24,7 @@ from mapper.errors import UsageError
 from mapper.filters.windows import MODES as FILTER_MODES, candidate_pairs
 from mapper.index import open_index
 from mapper.options import MAX_E
-from mapper.outputs import BackgroundWriter, atomic_output
-from mapper.reads import prefetch, read_batches, with_codes
-from mapper.render import HostWorkers, batch_loci, render
-from mapper.sam import header
+from mapper.render import batch_loci, render
 from mapper.seeding import SeedStats, strand_rows
 from mapper.verify import Mappings
 
@@ -166,76 +162,6 @@ def open_mapping(opts):
     return index, backend, filter_mode, counters
 
 
-def _several_batches(opts, bytes_per_read=50):
-    """Whether the reads file is big enough to hold more than one batch (a compressed FASTQ of short reads
-    takes about 60 bytes a read), so that render processes are worth starting before the first batch."""
-    try:
-        return os.path.getsize(opts.reads) > opts.batch_size * bytes_per_read
-    except (OSError, TypeError):
-        return False
-
-
 def progress_bar(opts, unit):
     return tqdm(unit=unit, unit_scale=True, desc="mapping", file=sys.stderr,
                 disable=opts.quiet or not sys.stderr.isatty())
-
-
-def map_reads(opts):
-    """Run `gkmap map` with MapOptions; returns the Counters (paired.PairCounters with --pe/--mp)."""
-    opts.check()
-    if opts.distributed:
-        from mapper.cluster import map_distributed  # dask is optional: imported only for these runs
-        return map_distributed(opts)
-    if opts.paired:
-        from mapper.paired import map_pairs  # paired.py builds on this module
-        return map_pairs(opts)
-    t0 = time.perf_counter()
-    from mapper.neighbourhood.mapping import open_neighbourhood  # the neighbourhood wing builds on this module
-    with contextlib.ExitStack() as outputs:
-        # the reader and the render processes start first: they parse and import while the index loads
-        batches = prefetch(with_codes(read_batches(opts.reads, opts.batch_size)))
-        outputs.callback(batches.close)
-        pool = HostWorkers.spawn(opts.host_workers()) if _several_batches(opts) else None
-        if pool is not None:
-            outputs.callback(pool.shutdown, cancel_futures=True)
-        index, backend, filter_mode, counters = (open_neighbourhood if opts.index_kind == "neighbourhood" else open_mapping)(opts)
-        progress = progress_bar(opts, " reads")
-        optional = lambda path: outputs.enter_context(atomic_output(path)) if path else None
-        sam_file = outputs.enter_context(atomic_output(opts.output))
-        unmapped_file, dump = optional(opts.unmapped), optional(opts.dump_candidates)
-        sam_file.write(header(index.reference, opts.command_line, opts.read_group_line, opts.comments))
-        workers = outputs.enter_context(HostWorkers(opts.host_workers(), opts.batch_size, index.reference,
-                                                    opts.best, opts.max_records, unmapped_file is not None,
-                                                    opts.read_group_id))
-        workers.adopt(pool)
-        sam = BackgroundWriter(sam_file)
-        unmapped = BackgroundWriter(unmapped_file) if unmapped_file is not None else None
-        writers = [w for w in (sam, unmapped) if w is not None]
-
-        def write(block=False):
-            for batch, parts in workers.ready(block):
-                for part in parts:
-                    count_batch(counters, part)
-                    sam.put(part.sam)
-                    if unmapped is not None:
-                        unmapped.put(part.unmapped)
-                progress.update(len(batch))
-
-        try:
-            for batch in counters.timed_iter("parse", batches):
-                rows, maps = find_mappings(batch, index, backend, filter_mode, opts.e, opts.reads, counters, dump)
-                workers.submit(batch, rows, maps)
-                write()
-            write(block=True)
-        except BaseException:
-            for writer in writers:
-                writer.close(raise_error=False)
-            raise
-        with counters.timed("output"):
-            for writer in writers:
-                writer.close()
-    progress.close()
-    counters.seconds = time.perf_counter() - t0
-    log.info("%s", counters.summary())
-    return counters
-

@@ -12,7 +12,7 @@ the read's) and RG with -R. The reverse strand's SEQ is reverse-complemented and
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from mapper import __version__
+from mapper.version import __version__
 from mapper.align import SEPARATOR, spell
 from mapper.alphabet import COMPLEMENT_ASCII
 

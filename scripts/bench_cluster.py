@@ -44,7 +44,7 @@ from mapper.index import build_index
 from mapper.options import MapOptions
 from mapper.paired import side_paths
 from mapper.outputs import atomic_output
-from mapper.pipeline import map_reads
+from mapper.runners import map_reads
 from mapper.reads import read_batches
 from mapper.simulate import simulate, write_fastq
 

@@ -23,7 +23,7 @@ def step(kind, genome, index, reads=None, filt="none"):
     """Run one step in this process and print its measurements as JSON (called in a child process)."""
     from mapper.index import build_index
     from mapper.options import MapOptions
-    from mapper.pipeline import map_reads
+    from mapper.runners import map_reads
     t0 = time.perf_counter()
     out = {"step": kind}
     if kind == "index":

@@ -21,7 +21,7 @@ from pathlib import Path
 from mapper.index import build_index
 from mapper.options import MapOptions
 from mapper.outputs import atomic_output
-from mapper.pipeline import map_reads
+from mapper.runners import map_reads
 from mapper.simulate import simulate, write_fastq
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -19,7 +19,7 @@ import dnaio
 
 from mapper.index import build_index
 from mapper.options import MapOptions
-from mapper.pipeline import map_reads
+from mapper.runners import map_reads
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -40,7 +40,7 @@ from mapper.index import build_index as build_kmer_index
 from mapper.neighbourhood.index import build_index, load_index, packed_keys
 from mapper.neighbourhood.seeding import substitution_masks
 from mapper.options import MapOptions
-from mapper.pipeline import map_reads
+from mapper.runners import map_reads
 from mapper.reference import read_fasta
 from mapper.simulate import valid_starts
 

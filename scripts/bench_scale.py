@@ -26,7 +26,7 @@ import numpy as np
 from mapper.alphabet import COMPLEMENT, READ_ASCII
 from mapper.index import build_index
 from mapper.options import MapOptions, parse_size
-from mapper.pipeline import map_reads
+from mapper.runners import map_reads
 
 CONTIG = 100_000_000
 LINE = 100

@@ -56,14 +56,14 @@ def test_processes_spawned_before_the_index_render_short_batches_too(mapped):
 def test_map_with_early_processes_equals_inline(tmp_path, monkeypatch, index_dir):
     """gkmap map on a 'big' input (render processes spawned while the index opens) writes the SAM of an
     inline run, byte for byte after the @PG line."""
-    from mapper import pipeline
     from mapper.options import MapOptions
+    from mapper.runners import local, map_reads
     reads = READS / "shigella_dysenteriae_ERR6005894_R1.fastq.gz"
     sams = {}
     for early in (False, True):
-        monkeypatch.setattr(pipeline, "_several_batches", lambda opts, early=early: early)
+        monkeypatch.setattr(local, "_several_batches", lambda opts, early=early: early)
         out = tmp_path / f"{early}.sam"
-        pipeline.map_reads(MapOptions(str(SHIGELLA), str(reads), device="cpu", index_dir=str(index_dir(SHIGELLA)),
-                                      output=str(out), batch_size=3000, threads=1 + 2 * early, quiet=True))
+        map_reads(MapOptions(str(SHIGELLA), str(reads), device="cpu", index_dir=str(index_dir(SHIGELLA)),
+                             output=str(out), batch_size=3000, threads=1 + 2 * early, quiet=True))
         sams[early] = [line for line in out.read_text().splitlines() if not line.startswith("@PG")]
     assert sams[True] == sams[False] and len(sams[True]) > 20000

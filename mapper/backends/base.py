@@ -1,14 +1,10 @@
-"""The interface every backend implements, and the choice between them.
+"""The interface every backend implements (backends/__init__.py chooses between them).
 
 A backend takes and returns arrays (dataclasses of numpy arrays from seeding.py and verify.py); it never
-sees files, options or the CLI. `cpu` (numpy + edlib) is always there; `cuda` (PyCUDA + kernels/*.cu) is
-imported only when asked for, so `import mapper` works on a machine without a GPU.
+sees files, options or the CLI. `cpu` is always there; `cuda` (PyCUDA + kernels/*.cu) is imported only
+when asked for, so `import mapper` works on a machine without a GPU.
 """
 import abc
-import importlib.util
-
-from mapper.device import cuda_available
-from mapper.errors import UsageError
 
 
 class Backend(abc.ABC):
@@ -55,21 +51,3 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def verify(self, rows, cands, reference):
         """StrandRows, Candidates, Reference -> verify.Mappings (all best ends per window, <= e edits)."""
-
-
-def get_backend(device, threads=None):
-    """'cpu', 'cuda' or 'auto' (cuda when a GPU and the cuda mapping backend are there, else cpu); `threads`:
-    the cpu backend's mapping threads (None: every core the process may use)."""
-    from mapper.backends.cpu import cpu_backend
-    if device == "cpu":
-        return cpu_backend(threads)
-    if device in ("cuda", "auto"):
-        if device == "cuda" and not cuda_available():
-            raise UsageError("--device cuda: no CUDA GPU or no pycuda here (install gkmap[gpu]); use --device cpu")
-        if importlib.util.find_spec("mapper.backends.cuda_mapping") is not None and cuda_available():
-            from mapper.backends.cuda_mapping import CudaBackend
-            return CudaBackend()
-        if device == "cuda":
-            raise UsageError("--device cuda: the cuda mapping backend is not part of this version yet; use --device cpu")
-        return cpu_backend(threads)
-    raise UsageError(f"--device must be auto, cpu or cuda, not {device!r}")

@@ -7,8 +7,11 @@ from mapper.errors import UsageError
 from mapper.index import beside_index_dir
 from mapper.options import DEVICES, FILTERS, INDEX_KINDS, LOOKUPS, MapOptions, parse_size
 from mapper.outputs import check_outputs
-from mapper.pipeline import map_reads
+from mapper.jobs import job_for
+from mapper.runners import map_reads
 
+FLAGS = {"sam": "-o", "unmapped": "--unmapped", "candidates": "--dump-candidates", "oea": "-o's OEA SAM",
+         "divet": "-o's DIVET file"}   # how an error names each output (jobs.py's sink names)
 HELP = "map reads to every locus within e edits (SAM output)"
 log = logging.getLogger("gkmap")
 
@@ -117,20 +120,13 @@ def run(args):
         lookup=args.lookup, read_group=args.read_group, comments=tuple(args.comment or ()),
         command_line=shlex.join(["gkmap"] + sys.argv[1:]) if sys.argv else "gkmap map",
     )
-    check_outputs(_outputs(opts.check()), [opts.reference, opts.reads, opts.reads2], [_index_folder(args)])
+    outputs = job_for(opts.check()).outputs(opts)
+    check_outputs({FLAGS[name]: path for name, path in outputs.items()}, [opts.reference, opts.reads, opts.reads2],
+                  [_index_folder(args)])
     if opts.read_group is not None and "\tPL:" not in opts.read_group_line:
         log.warning("-R has no PL (platform) field: Picard and GATK refuse such a read group (e.g. add \\tPL:ILLUMINA)")
     map_reads(opts)
     return 0
-
-
-def _outputs(opts):
-    """{flag: path} of every file the run writes."""
-    if opts.paired:
-        from mapper.paired import side_paths  # paired.py builds on the pipeline
-        oea, divet = side_paths(opts.output)
-        return {"-o": opts.output, "-o's OEA SAM": oea, "-o's DIVET file": divet}
-    return {"-o": opts.output, "--unmapped": opts.unmapped, "--dump-candidates": opts.dump_candidates}
 
 
 def _index_folder(args):

@@ -14,21 +14,14 @@ import numpy as np
 
 from mapper.device import cuda
 from mapper.backends.cuda_mapping import _chunks  # rows cut into chunks of bounded hits, as the k-mer seeder does
+from mapper.neighbourhood.gpu_build import defines
 from mapper.neighbourhood.seeding import substitution_masks
 from mapper.seeding import Candidates, SeedStats
 
 CAPACITY = 1 << 27      # candidate keys (8 bytes) per seed-and-filter chunk
 ROW_THREADS = 32        # threads of a row's block: a warp takes a read's patterns
-LOOKUP_CODES = {"phf": 0, "binary": 1, "list": 2}
 DIAG_BIAS = 1 << 20     # kernels/phf.cu: key = contig << 40 | (diagonal + DIAG_BIAS)
 NULL = np.intp(0)       # a null pointer argument (sf_walk's count pass has no output segments)
-
-
-def defines(index, method, mask=None, ln=None):
-    """The JIT constants of kernels/phf.cu for this index (or, building one, this mask and ln) and method."""
-    mask, ln = (index.mask, index.ln) if index is not None else (mask, ln)
-    seed_bits = sum(1 << k for k, c in enumerate(mask) if c == "#")
-    return dict(LOOKUP=LOOKUP_CODES[method], MASK_LEN=len(mask), SEED_BITS=f"{seed_bits}u", NB_LEN=ln)
 
 
 def launch_rows(kernel, first_row, n, *args):

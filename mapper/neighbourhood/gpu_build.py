@@ -18,8 +18,16 @@ the one kernel using __syncthreads, replaced by numpy).
 import numpy as np
 
 from mapper.device import cuda
-from mapper.neighbourhood.gpu import defines
 from mapper.neighbourhood.hashing import MAX_ATTEMPTS, Phf, third_sizes
+
+LOOKUP_CODES = {"phf": 0, "binary": 1, "list": 2}
+
+
+def defines(index, method, mask=None, ln=None):
+    """The JIT constants of kernels/phf.cu for this index (or, building one, this mask and ln) and method."""
+    mask, ln = (index.mask, index.ln) if index is not None else (mask, ln)
+    seed_bits = sum(1 << k for k, c in enumerate(mask) if c == "#")
+    return dict(LOOKUP=LOOKUP_CODES[method], MASK_LEN=len(mask), SEED_BITS=f"{seed_bits}u", NB_LEN=ln)
 
 SORT_THREADS = 256   # threads of a bucket's sorting block
 GRID_CAP = 1 << 20   # buckets per pb_sort launch (4**12 buckets take 16)

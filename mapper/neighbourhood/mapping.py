@@ -5,8 +5,8 @@ neighbourhood index (numpy on cpu, kernels/phf.cu on cuda) and hands the filter 
 wrapped backend, so the candidates go through the same GateKeeper filter, the same verification (edlib, or
 kernels/myers.cu on cuda: the paper's "extend" step, returning edlib's exact answer), the same locus
 selection, CIGAR/MD and SAM writer as the k-mer path: the same SAM format and the same contract (every
-reported mapping has edit distance <= e). pipeline.map_reads picks `open_neighbourhood` instead of its
-`open_mapping` for this index kind; everything after the opening is shared.
+reported mapping has edit distance <= e). jobs.py picks `open_neighbourhood` instead of the
+pipeline's `open_mapping` for this index kind; everything after the opening is shared.
 """
 import time
 from dataclasses import fields
@@ -17,6 +17,7 @@ from mapper.backends import get_backend
 from mapper.backends.base import Backend
 from mapper.neighbourhood import seeding
 from mapper.neighbourhood.index import open_index
+from mapper.pipeline import FILTER_MODES, Counters
 from mapper.verify import Mappings
 
 VERIFY_CHUNK = 1 << 26  # candidate windows per verification call
@@ -60,7 +61,6 @@ class NeighbourhoodBackend(Backend):
 
 def open_neighbourhood(opts):
     """(index, backend, filter mode, Counters) of a neighbourhood run (pipeline.open_mapping's counterpart)."""
-    from mapper.pipeline import FILTER_MODES, Counters  # pipeline imports this module lazily, never at load
     t = time.perf_counter()
     index = open_index(opts.reference, opts.seed_len, opts.nb_len, opts.spaced, opts.index_dir)
     backend = NeighbourhoodBackend(get_backend(opts.device, opts.threads), opts.step, opts.nb_errors, opts.lookup)

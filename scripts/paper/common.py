@@ -256,7 +256,7 @@ def simulated_reads(ctx, length, n):
 def map_once(ctx, genome, reads, e, filt, device, tag, dump=None):
     """`gkmap map` through map_reads (the benchmarks' way): Counters, with the SAM kept under work/sam/."""
     from mapper.options import MapOptions
-    from mapper.pipeline import map_reads
+    from mapper.runners import map_reads
     sam = ctx.scratch("sam") / f"{tag}.{device}.{filt}.sam"
     counters = map_reads(MapOptions(str(genome), str(reads), e=e, filter=filt, device=device,
                                     index_dir=str(index_dir(ctx, genome)), output=str(sam), quiet=True,

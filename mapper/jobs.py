@@ -1,0 +1,219 @@
+"""What a `gkmap map` run does with its reads, apart from where it runs: single-end or paired-end.
+
+A runner (mapper/runners/: in this process, or on Dask workers in mapper/cluster.py) drives a job through
+the same steps whatever the job is:
+
+    outputs(opts)           {sink name: path} of the files the run writes (mapper/sinks.py)
+    open()                  the index, made resident where the backend works, and the backend: timed `load`
+    inputs(size)            the input items, in order: ReadBatch, or (R1 batch, R2 batch, QNAMEs)
+    map(item, counters)     the mapping core on the device (main process, or a worker's task)
+    lookahead(mapped)       what `settle` needs of a mapped item, small enough to send to a client
+    settle(items)           settings that need the first mapped items (the paired insert-size range);
+                            consumes (item, lookahead) pairs only as far as needed, returns those it took
+    render(mapped, tally)   {sink name: text}: records of a mapped item (picklable job: runs anywhere)
+    tally(counters)         the run's count object (Counters, or PairCounters around them)
+    report(tally)           log the run summary
+
+Single-end jobs render in render processes (render.HostWorkers: the runner asks `renderer`), paired jobs
+inline (`render`), so a runner that asks every job for its `renderer` serves both.
+"""
+import io
+import itertools
+import logging
+from dataclasses import dataclass
+
+from mapper.neighbourhood.mapping import open_neighbourhood
+from mapper.options import PAIRED
+from mapper.paired import (PairCounters, PairSettings, confident_tlens, find_mates, insert_size, pair_batch,
+                           read_pairs, side_paths)
+from mapper.pipeline import count_batch, find_mappings, open_mapping
+from mapper.reads import prefetch, read_batches, with_codes
+from mapper.render import HostWorkers, render
+
+log = logging.getLogger("gkmap")
+
+
+@dataclass
+class MappedReads:
+    """A single-end batch after the mapping core: its StrandRows, verified mappings and candidate lines."""
+    batch: object
+    rows: object
+    maps: object
+    candidates: str = ""      # --dump-candidates: the batch's candidates as pair lines
+
+
+class _Job:
+    """What both jobs share: the index and backend, opened here or handed over by a Dask worker."""
+
+    def __init__(self, opts):
+        self.opts = opts
+        self.index = self.backend = self.filter_mode = None
+
+    def open(self):
+        """Open the index and backend of this process; the run's Counters (their `load` time set)."""
+        opener = open_neighbourhood if self.opts.index_kind == "neighbourhood" else open_mapping
+        self.index, self.backend, self.filter_mode, counters = opener(self.opts)
+        return counters
+
+    def attach(self, index, backend, filter_mode):
+        """Use an index and backend opened elsewhere (a Dask worker's IndexPlugin)."""
+        self.index, self.backend, self.filter_mode = index, backend, filter_mode
+        return self
+
+    needs_lookahead = False   # whether `settle` reads lookaheads (a Dask client then asks the workers)
+
+    def lookahead(self, mapped):
+        return None
+
+    def settle(self, items):
+        return []
+
+    def tally(self, counters):
+        return counters
+
+    def report(self, tally):
+        log.info("%s", tally.summary())
+        return tally
+
+
+class SingleEndJob(_Job):
+    unit = " reads"
+
+    @staticmethod
+    def outputs(opts):
+        return {"sam": opts.output, "unmapped": opts.unmapped, "candidates": opts.dump_candidates}
+
+    def inputs(self, size=None):
+        """The reads in batches, parsed (and 2-bit coded) by a thread ahead of the mapping; close it when done."""
+        return prefetch(with_codes(read_batches(self.opts.reads, size or self.opts.batch_size)))
+
+    def map(self, batch, counters):
+        opts = self.opts
+        dump = io.StringIO() if opts.dump_candidates else None
+        rows, maps = find_mappings(batch, self.index, self.backend, self.filter_mode, opts.e, opts.reads, counters,
+                                   dump)
+        return MappedReads(batch, rows, maps, dump.getvalue() if dump else "")
+
+    def render(self, mapped, tally):
+        """Records of one mapped batch, rendered here (a Dask worker without render processes, the API)."""
+        opts = self.opts
+        done = render(mapped.batch, mapped.rows, mapped.maps, self.index.reference, opts.best, opts.max_records,
+                      bool(opts.unmapped), opts.read_group_id)
+        count_batch(tally, done)
+        return {"sam": done.sam, "unmapped": done.unmapped, "candidates": mapped.candidates}
+
+    def renderer(self, tally, workers, pool=None):
+        """Render processes for this run's batches (render.HostWorkers, `workers` of them; `pool` from
+        HostWorkers.spawn if started early), behind the runner's submit / ready interface."""
+        opts = self.opts
+        host = HostWorkers(workers, opts.batch_size, self.index.reference, opts.best, opts.max_records,
+                           bool(opts.unmapped), opts.read_group_id)
+        host.adopt(pool)
+        return _BatchRenderer(host, tally)
+
+
+class _BatchRenderer:
+    """HostWorkers as a runner sees a renderer: submit(mapped); ready(block) yields (units, [texts]) in
+    input order, the counts added to the tally."""
+
+    def __init__(self, host, tally):
+        self.host, self.tally, self._candidates = host, tally, []
+
+    def submit(self, mapped):
+        self._candidates.append(mapped.candidates)
+        self.host.submit(mapped.batch, mapped.rows, mapped.maps)
+
+    def ready(self, block=False):
+        for batch, parts in self.host.ready(block):
+            texts = [{"candidates": self._candidates.pop(0)}]
+            for part in parts:
+                count_batch(self.tally, part)
+                texts.append({"sam": part.sam, "unmapped": part.unmapped})
+            yield len(batch), texts
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.host.close()
+        return False
+
+
+class PairedEndJob(_Job):
+    unit = " pairs"
+    settings = None      # PairSettings, once `settle` knows the TLEN range
+
+    @staticmethod
+    def outputs(opts):
+        oea, divet = side_paths(opts.output)
+        return {"sam": opts.output, "oea": oea, "divet": divet}
+
+    def inputs(self, size=None):
+        """(R1 batch, R2 batch, QNAMEs) in lockstep, read by a thread ahead of the mapping."""
+        return prefetch(read_pairs(self.opts.reads, self.opts.reads2, size or self.opts.batch_size))
+
+    def map(self, item, counters):
+        return find_mates(*item, self.index, self.backend, self.filter_mode, self.opts, counters)
+
+    @property
+    def needs_lookahead(self):
+        return None in (self.opts.min_insert, self.opts.max_insert)
+
+    def lookahead(self, mapped):
+        return confident_tlens(mapped, PAIRED[self.opts.paired])
+
+    def settle(self, items):
+        """The concordant TLEN range (--min/--max, else estimated from the first pairs: paired.insert_size)."""
+        opts = self.opts
+        lo, hi, seen = insert_size(items, PAIRED[opts.paired], (opts.min_insert, opts.max_insert))
+        self.settings = PairSettings.of(opts, lo, hi)
+        return seen
+
+    def tally(self, counters):
+        return PairCounters(counters)
+
+    def render(self, mapped, tally):
+        sam, oea, divet = pair_batch(mapped, self.index.reference, self.settings, tally.mates, tally)
+        return {"sam": sam, "oea": oea, "divet": divet}
+
+    def renderer(self, tally, workers, pool=None):
+        return _InlineRenderer(self, tally)
+
+    def report(self, tally):
+        tally.insert = (self.settings.lo, self.settings.hi)
+        log.info("%s", tally.mates.summary())
+        log.info("%s", tally.summary())
+        return tally
+
+
+class _InlineRenderer:
+    """A job's own `render`, in the calling thread, behind the runner's submit / ready interface."""
+
+    def __init__(self, job, tally):
+        self.job, self.tally, self._done = job, tally, []
+
+    def submit(self, mapped):
+        self._done.append((len(mapped.r1), [self.job.render(mapped, self.tally)]))
+
+    def ready(self, block=False):
+        done, self._done = self._done, []
+        yield from done
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def job_for(opts):
+    """The job of a checked MapOptions."""
+    return PairedEndJob(opts) if opts.paired else SingleEndJob(opts)
+
+
+def settled(job, mapped):
+    """`mapped` (an iterator of mapped items) with the job settled first: the items `settle` consumed, then
+    the rest."""
+    mapped = iter(mapped)
+    seen = job.settle((item, job.lookahead(item)) for item in mapped)
+    return itertools.chain(seen, mapped)

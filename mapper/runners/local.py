@@ -1,0 +1,60 @@
+"""The run loop in this process, for any job (mapper/jobs.py): single-end and paired-end alike.
+
+    inputs (a parsing thread) -> job.map (the device) -> renderer (render processes, or inline) -> Sinks
+
+The reader thread and the render processes start first: they parse and import while the index loads. The
+main process maps batch after batch; the renderer hands back finished batches in input order, which the
+sinks write from threads of their own (mapper/sinks.py), so the device waits for neither the host's
+rendering nor the disk.
+"""
+import contextlib
+import os
+import time
+
+from mapper.jobs import settled
+from mapper.pipeline import progress_bar
+from mapper.render import HostWorkers
+from mapper.sinks import Sinks, run_header
+
+
+def _several_batches(opts, bytes_per_read=50):
+    """Whether the reads file is big enough to hold more than one batch (a compressed FASTQ of short reads
+    takes about 60 bytes a read), so that render processes are worth starting before the first batch."""
+    try:
+        return os.path.getsize(opts.reads) > opts.batch_size * bytes_per_read
+    except (OSError, TypeError):
+        return False
+
+
+def run_local(job):
+    """Run `job` in this process; returns its tally (Counters, or PairCounters)."""
+    opts = job.opts
+    t0 = time.perf_counter()
+    with contextlib.ExitStack() as stack:
+        items = job.inputs()
+        stack.callback(items.close)
+        workers = opts.host_workers()
+        pool = HostWorkers.spawn(workers) if _several_batches(opts) else None
+        if pool is not None:
+            stack.callback(pool.shutdown, cancel_futures=True)
+        counters = job.open()
+        tally = job.tally(counters)
+        progress = stack.enter_context(progress_bar(opts, job.unit))
+        sinks = stack.enter_context(Sinks(job.outputs(opts), run_header(job.index.reference, opts)))
+        renderer = stack.enter_context(job.renderer(tally, workers, pool))
+
+        def write(block=False):
+            for units, texts in renderer.ready(block):
+                for piece in texts:
+                    sinks.put(piece)
+                progress.update(units)
+
+        mapped = (job.map(item, counters) for item in counters.timed_iter("parse", items))
+        for item in settled(job, mapped):
+            renderer.submit(item)
+            write()
+        write(block=True)
+        with counters.timed("output"):
+            sinks.close()
+    counters.seconds = time.perf_counter() - t0
+    return job.report(tally)
