@@ -293,7 +293,7 @@ def share_batches(path, begin, end, batch_size):
 
 
 def map_batches(batches, plugin, counters, out):
-    """The single-process loop (pipeline.map_reads) on a worker: each batch mapped on this worker's backend
+    """The single-process loop (runners/local.py) on a worker: each batch mapped on this worker's backend
     and handed to its render processes, whose texts `out` (a BackgroundWriter) writes in order as they are
     done, so the GPU maps the next batch while the last one renders."""
     renderer = plugin.renderer

@@ -24,7 +24,7 @@ from mapper.errors import UsageError
 from mapper.filters.windows import MODES as FILTER_MODES, candidate_pairs
 from mapper.index import open_index
 from mapper.options import MAX_E
-from mapper.render import batch_loci, render
+from mapper.render import batch_loci
 from mapper.seeding import SeedStats, strand_rows
 from mapper.verify import Mappings
 
@@ -133,18 +133,6 @@ def count_batch(counters, rendered):
     counters.records += rendered.records + int((nh == 0).sum())
     counters.times["align"] += rendered.align_s
     counters.times["output"] += rendered.output_s
-
-
-def map_batch(batch, index, backend, filter_mode, opts, counters, dump=None, renderer=None):
-    """SAM text and unmapped-read indices of one batch, rendered inline or by `renderer` (a
-    render.HostWorkers); updates `counters`."""
-    rows, maps = find_mappings(batch, index, backend, filter_mode, opts.e, opts.reads, counters, dump)
-    if renderer is not None:
-        rendered = renderer.render_now(batch, rows, maps)
-    else:
-        rendered = render(batch, rows, maps, index.reference, opts.best, opts.max_records, False, opts.read_group_id)
-    count_batch(counters, rendered)
-    return rendered.sam, np.flatnonzero(rendered.nh == 0)
 
 
 def open_mapping(opts):

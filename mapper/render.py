@@ -11,7 +11,7 @@ names that file, so processes started before the index was open (`HostWorkers.sp
 reaches them as one file and their SAM text comes back as files (in /dev/shm when it has room), which the
 main process copies to the output in the kernel (os.sendfile): the main process never pickles reads or
 SAM text. As with
-any spawned process, a script calling `pipeline.map_reads` must guard its entry point with
+any spawned process, a script calling `mapper.map_reads` must guard its entry point with
 `if __name__ == "__main__":`.
 
 The processes' lifetime is the main process's business: they are started with SIGINT, SIGTERM and SIGHUP
