@@ -1,7 +1,12 @@
-"""Shared fixtures: the real data in ../shared/data, in-process CLI runs, indexes built once per session.
+"""Shared fixtures: the real data in ../shared/data, in-process CLI runs, indexes built once per session,
+the Dask cluster of the cluster tests.
 
 Oracle tools (edlib, samtools) are hard requirements: a missing one fails the test, never skips it.
+Test modules share through this file and plain helper modules (cli_checks.py, oracle.py, paired_common.py,
+...), never by importing another test module (test_suite_layout.py checks it).
 """
+import itertools
+import logging
 import os
 import shutil
 import subprocess
@@ -23,6 +28,12 @@ CHR22Q = GENOMES / "human_chr22_fragment_freebayes_q.fa.gz"
 HONEYBEE = GENOMES / "honeybee_viruses_DWV_NC_004830.2_VDV1_NC_006494.1.fa.gz"
 LAMBDA = GENOMES / "lambda_phage_NC_001416.1.fa.gz"
 ECOLI = GENOMES / "ecoli_K12_MG1655_NC_000913.2.fa.gz"
+
+MEASLES_PAIR = [READS / f"measles_Hm2_HiSeq_R{k}.fastq.gz" for k in (1, 2)]
+SHIGELLA_PAIR = [READS / f"shigella_dysenteriae_ERR6005894_R{k}.fastq.gz" for k in (1, 2)]
+SHIGELLA_R1 = SHIGELLA_PAIR[0]
+
+SPACED = "######-##"  # a spaced seed mask of the neighbourhood index tests
 
 
 def pytest_collection_modifyitems(config, items):
@@ -50,6 +61,15 @@ def need_tool(name):
     return path
 
 
+def first_reads(path, n, out):
+    """The first n reads of a FASTQ file, written to `out`."""
+    import dnaio
+    with dnaio.open(path) as reader, dnaio.open(out, mode="w") as writer:
+        for record in itertools.islice(reader, n):
+            writer.write(record)
+    return out
+
+
 @pytest.fixture
 def gkmap(capsys):
     """Run `gkmap ARGS` in-process; returns (exit code, stderr)."""
@@ -71,6 +91,46 @@ def index_dir(tmp_path_factory, shared):
             built[genome] = folder
         return built[genome]
     return get
+
+
+@pytest.fixture(scope="session")
+def nb_index(tmp_path_factory, shared):
+    """Neighbourhood indexes built once per session: (genome, mask, ln) -> NeighbourhoodIndex."""
+    from mapper.neighbourhood.index import build_index
+    built = {}
+
+    def get(genome, mask="########", ln=7):
+        if (genome, mask, ln) not in built:
+            folder = tmp_path_factory.mktemp("nbx") / "ref.nbx"
+            built[genome, mask, ln] = build_index(genome, mask, ln, folder)
+        return built[genome, mask, ln]
+    return get
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """A Dask Client of a scheduler and two worker processes, each with its own extra environment variable
+    GKMAP_TEST_SLOT (the mechanism --gpus pins a worker to its GPU with); one per test module. The scheduler
+    and the nannies live in this test process, where they log as a gkmap run ends (a client gone): their
+    records stay off the root logger, whose handler holds the stderr of the test that ran gkmap last (closed
+    by then, or another test's)."""
+    import distributed
+    from mapper.cluster import local_cluster
+    logger = logging.getLogger("distributed")
+    propagate, logger.propagate = logger.propagate, False
+    try:
+        with local_cluster([{"GKMAP_TEST_SLOT": "a"}, {"GKMAP_TEST_SLOT": "b"}], "worker") as cluster, \
+                distributed.Client(cluster, set_as_default=False) as client:
+            yield client
+    finally:
+        logger.propagate = propagate
+
+
+@pytest.fixture
+def client(cluster):
+    """The module's cluster Client once both its workers are up (a killed worker comes back between tests)."""
+    cluster.wait_for_workers(2, timeout=60)
+    return cluster
 
 
 @pytest.fixture(scope="session")

@@ -26,13 +26,12 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
+from cli_checks import one_line_error, snapshot
 from conftest import MEASLES, READS, ROOT
 from mapper.cli import main
 from mapper.errors import InputError
 from mapper.reference import read_fasta
 from mapper.simulate import simulate, write_fastq
-from test_cli_errors import one_line_error
-from test_safety import snapshot
 
 sys.path.insert(0, str(ROOT / "scripts"))
 from fuzz_parsers import damaged_file  # noqa: E402  (the long fuzz run's damage, 5 seconds of it here)

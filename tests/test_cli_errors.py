@@ -8,19 +8,11 @@ import sys
 
 import pytest
 
+from cli_checks import one_line_error
 from conftest import MEASLES, READS, SHIGELLA
 from oracle import read_sam
 
 GOOD = "@r1\nACGTACGTTAGCTAGCTAGGATCCAGT\n+\nIIIIIIIIIIIIIIIIIIIIIIIIIII\n"
-
-
-def one_line_error(err, *needles):
-    lines = [l for l in err.splitlines() if l.strip()]
-    assert len(lines) == 1 and lines[0].startswith("gkmap: error:"), err
-    assert "Traceback" not in err
-    for needle in needles:
-        assert needle in lines[0], (needle, lines[0])
-    return lines[0]
 
 
 @pytest.fixture

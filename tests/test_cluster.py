@@ -7,30 +7,17 @@ tests run `gkmap map --scheduler ADDRESS` against a cluster the test owns, so th
 worker (Client.run) before the run: the worker-side functions are shipped by value (cloudpickle), since
 the workers cannot import this test module.
 """
-import logging
-import re
 import sys
 
 import cloudpickle
-import distributed
 import pytest
 
-from conftest import READS, SHIGELLA
-from mapper.cluster import gpu_environments, local_cluster
+from cli_checks import without_pg
+from cluster_faults import chunks_per_worker, kill_worker_on_first_call, raise_on_first_call
+from conftest import SHIGELLA, SHIGELLA_R1
+from mapper.cluster import gpu_environments
 
-SHIGELLA_R1 = READS / "shigella_dysenteriae_ERR6005894_R1.fastq.gz"
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
-
-
-def body(path):
-    return [line for line in path.read_text().splitlines(keepends=True) if not line.startswith("@PG")]
-
-
-def chunks_per_worker(err):
-    found = re.search(r"chunks per worker: ([^;]+); retried chunks: (\d+)", err)
-    assert found, err
-    per_worker = {name: int(n) for name, n in (item.rsplit(" ", 1) for item in found.group(1).split(", "))}
-    return per_worker, int(found.group(2))
 
 
 @pytest.fixture(scope="module")
@@ -44,28 +31,6 @@ def single_sam(tmp_path_factory, index_dir):
     return out
 
 
-@pytest.fixture(scope="module")
-def cluster():
-    """A scheduler and two worker processes, each with its own extra environment variable (the mechanism
-    --gpus pins a worker to its GPU with). The scheduler and the nannies live in this test process, where
-    they log as a gkmap run ends (a client gone): their records stay off the root logger, whose handler
-    holds the stderr of the test that ran gkmap last (closed by then, or another test's)."""
-    logger = logging.getLogger("distributed")
-    propagate, logger.propagate = logger.propagate, False
-    try:
-        with local_cluster([{"GKMAP_TEST_SLOT": "a"}, {"GKMAP_TEST_SLOT": "b"}], "worker") as cluster, \
-                distributed.Client(cluster, set_as_default=False) as client:
-            yield client
-    finally:
-        logger.propagate = propagate
-
-
-@pytest.fixture
-def client(cluster):
-    cluster.wait_for_workers(2, timeout=60)
-    return cluster
-
-
 def map_args(index_dir, tmp_path, *extra):
     return ("map", "--index", index_dir(SHIGELLA), "-o", tmp_path / "out.sam", "--chunk-reads", 2000, *extra,
             SHIGELLA, SHIGELLA_R1)
@@ -75,7 +40,7 @@ def test_local_cluster_equals_single_process(gkmap, index_dir, tmp_path, single_
     code, err = gkmap(*map_args(index_dir, tmp_path, "--local-cluster", 2, "--unmapped", tmp_path / "unmapped.fq",
                                 "--dump-candidates", tmp_path / "candidates.txt"))
     assert code == 0, err
-    assert body(tmp_path / "out.sam") == body(single_sam / "out.sam")
+    assert without_pg(tmp_path / "out.sam") == without_pg(single_sam / "out.sam")
     assert (tmp_path / "unmapped.fq").read_text() == (single_sam / "unmapped.fq").read_text()
     # The same candidate pairs; within a batch they are listed by strand row, so their order follows the batches.
     assert sorted((tmp_path / "candidates.txt").read_text().splitlines()) == \
@@ -89,29 +54,11 @@ def test_render_processes_in_workers_change_nothing(gkmap, index_dir, tmp_path, 
     """-t 2: each local worker renders its chunks' SAM in 2 processes of its own; the output is the same."""
     code, err = gkmap(*map_args(index_dir, tmp_path, "--local-cluster", 2, "-t", 2))
     assert code == 0, err
-    assert body(tmp_path / "out.sam") == body(single_sam / "out.sam")
+    assert without_pg(tmp_path / "out.sam") == without_pg(single_sam / "out.sam")
 
 
 def test_each_worker_gets_its_own_environment(client):
     assert sorted(client.run(lambda: __import__("os").environ["GKMAP_TEST_SLOT"]).values()) == ["a", "b"]
-
-
-def kill_worker_on_first_call(name):
-    """Fault injection, run on one worker: the first call of mapper.cluster's `name` there kills the process."""
-    import os
-    import mapper.cluster
-    setattr(mapper.cluster, name, lambda *args, **kwargs: os._exit(1))
-
-
-def raise_on_first_call(name):
-    """Fault injection, run on one worker: the first call of mapper.cluster's `name` there raises."""
-    import mapper.cluster
-    original = getattr(mapper.cluster, name)
-
-    def fail(*args, **kwargs):
-        setattr(mapper.cluster, name, original)
-        raise RuntimeError("injected fault")
-    setattr(mapper.cluster, name, fail)
 
 
 @pytest.mark.parametrize("fault", [kill_worker_on_first_call, raise_on_first_call])
@@ -120,7 +67,7 @@ def test_fault_is_retried_without_losing_reads(gkmap, index_dir, tmp_path, singl
     client.run(fault, "map_batch", workers=[victim])
     code, err = gkmap(*map_args(index_dir, tmp_path, "--scheduler", client.scheduler.address))
     assert code == 0, err
-    assert body(tmp_path / "out.sam") == body(single_sam / "out.sam")
+    assert without_pg(tmp_path / "out.sam") == without_pg(single_sam / "out.sam")
     per_worker, retried = chunks_per_worker(err)
     assert sum(per_worker.values()) == 12 and retried >= 1, err
 

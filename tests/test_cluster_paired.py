@@ -3,20 +3,20 @@ byte for byte (OUT.sam, OUT_OEA.sam, OUT_DIVET.vh; the @PG line aside) and the s
 with the insert size estimated as a single process estimates it, with a worker killed while it maps or
 while it pairs, and with files that do not pair refused as a single process refuses them.
 
-The cluster these tests own and the worker-side fault functions come from test_cluster.py (worker processes
-on loopback; the fault functions are shipped by value).
+The cluster these tests own is conftest.py's (worker processes on loopback); the worker-side fault functions
+come from cluster_faults.py (shipped by value), as for test_cluster.py.
 """
 import re
 
 import pytest
 
-from conftest import MEASLES, SHIGELLA
+from cli_checks import one_line_error, without_pg
+from cluster_faults import chunks_per_worker, kill_worker_on_first_call, raise_on_first_call
+from conftest import MEASLES, MEASLES_PAIR, SHIGELLA, SHIGELLA_PAIR
 from mapper import paired
 from mapper.options import MapOptions
 from mapper.pipeline import map_reads
-from test_cluster import (body, chunks_per_worker, client, cluster,  # noqa: F401 (client, cluster: fixtures)
-                          kill_worker_on_first_call, raise_on_first_call)
-from test_paired import MEASLES_PAIR, SHIGELLA_PAIR, estimated_range, kind, single_end, write_pairs
+from paired_common import estimated_range, kind, single_end, write_pairs
 
 OUTPUTS = ("out.sam", "out_OEA.sam", "out_DIVET.vh")
 
@@ -29,7 +29,7 @@ def summary_lines(err):
 
 def assert_same_outputs(folder, want_folder):
     for name in OUTPUTS:
-        assert body(folder / name) == body(want_folder / name), name
+        assert without_pg(folder / name) == without_pg(want_folder / name), name
 
 
 def assert_same_run(folder, err, want_folder, want_err):
@@ -145,7 +145,6 @@ def test_mate_pairs_with_a_given_range(gkmap, index_dir, tmp_path, client):
 ])
 def test_pairs_refused_as_a_single_process_refuses_them(gkmap, index_dir, tmp_path, client, names1, names2, extra,
                                                         where):
-    from test_cli_errors import one_line_error
     r1, r2 = write_pairs(tmp_path, names1, names2)
     code, err = gkmap("map", "--pe", "--quiet", "--index", index_dir(MEASLES), "--chunk-reads", 1, *extra,
                       "--scheduler", client.scheduler.address, "-o", tmp_path / "out.sam", MEASLES, r1, r2)

@@ -8,14 +8,9 @@ import re
 
 import pytest
 
-from conftest import READS, SHIGELLA
+from cli_checks import without_pg
+from conftest import SHIGELLA, SHIGELLA_R1
 from mapper.cluster import record_start, share_cuts
-
-SHIGELLA_R1 = READS / "shigella_dysenteriae_ERR6005894_R1.fastq.gz"
-
-
-def body(path):
-    return [line for line in path.read_text().splitlines(keepends=True) if not line.startswith("@PG")]
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +42,7 @@ def test_shares_equal_single_process(gkmap, index_dir, tmp_path, plain, single, 
     code, err = gkmap("map", "--index", index_dir(SHIGELLA), "-o", tmp_path / "out.sam", "--local-cluster", 2,
                       *extra, SHIGELLA, plain)
     assert code == 0, err
-    assert body(tmp_path / "out.sam") == body(single)
+    assert without_pg(tmp_path / "out.sam") == without_pg(single)
     shares, per_worker = shares_line(err)
     assert shares == 4 and "worker0" in per_worker and "worker1" in per_worker, err
     assert [p.name for p in tmp_path.iterdir()] == ["out.sam"]  # no part file left behind
@@ -57,7 +52,7 @@ def test_chunk_reads_keeps_the_chunk_path(gkmap, index_dir, tmp_path, plain, sin
     code, err = gkmap("map", "--index", index_dir(SHIGELLA), "-o", tmp_path / "out.sam", "--local-cluster", 2,
                       "--chunk-reads", 5000, SHIGELLA, plain)
     assert code == 0, err
-    assert body(tmp_path / "out.sam") == body(single)
+    assert without_pg(tmp_path / "out.sam") == without_pg(single)
     assert "chunks per worker" in err and "shares" not in err, err
 
 

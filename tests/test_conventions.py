@@ -14,12 +14,9 @@ from collections import defaultdict
 import dnaio
 import pytest
 
-from conftest import MEASLES, READS, ROOT, SHIGELLA, need_tool
+from conftest import MEASLES, MEASLES_PAIR, ROOT, SHIGELLA, SHIGELLA_R1, first_reads, need_tool
 from oracle import default_e
-from test_map_oracle import first_reads
 
-MEASLES_PAIR = [READS / f"measles_Hm2_HiSeq_R{k}.fastq.gz" for k in (1, 2)]
-SHIGELLA_R1 = READS / "shigella_dysenteriae_ERR6005894_R1.fastq.gz"
 RG = r"@RG\tID:run 1\tSM:ERR6005894\tPL:ILLUMINA\tDS:a\\tb"   # as typed in a shell: backslash-t escapes
 RG_LINE = "@RG\tID:run 1\tSM:ERR6005894\tPL:ILLUMINA\tDS:a\\tb"  # '\\t' (an escaped backslash) stays literal
 RG_ID = "run 1"

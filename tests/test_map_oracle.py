@@ -5,15 +5,13 @@ read with d <= e must be mapped with NM = d on its primary record; every record 
 and be within e. Locus level: every seeding window in which edlib finds the read within e has a reported
 locus. Known truth: simulated reads are found at their true locus.
 """
-import itertools
 from collections import defaultdict
 
 import dnaio
 import edlib
-import numpy as np
 import pytest
 
-from conftest import CHR22Q, ECOLI, LAMBDA, MEASLES, READS, SHIGELLA, need_tool
+from conftest import CHR22Q, ECOLI, LAMBDA, MEASLES, READS, SHIGELLA, first_reads, need_tool
 from mapper.alphabet import READ_ASCII, REF_ASCII
 from mapper.index import load_index
 from mapper.reads import read_batches
@@ -21,14 +19,6 @@ from mapper.seeding import seed, strand_rows
 from mapper.pipeline import per_read_e
 from mapper.simulate import parse_truth, simulate, write_fastq
 from oracle import best_distance, check_record, default_e, load_genome, read_sam, ref_span
-
-
-def first_reads(path, n, out):
-    """The first n reads of a FASTQ file, written to `out`."""
-    with dnaio.open(path) as reader, dnaio.open(out, mode="w") as writer:
-        for record in itertools.islice(reader, n):
-            writer.write(record)
-    return out
 
 
 def map_and_check(gkmap, index_dir, tmp_path, genome_path, reads_path, expect_mapped, *extra):

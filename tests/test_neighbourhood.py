@@ -15,7 +15,8 @@ from collections import defaultdict
 import numpy as np
 import pytest
 
-from conftest import LAMBDA, MEASLES, READS
+from cli_checks import one_line_error
+from conftest import LAMBDA, MEASLES, READS, SPACED
 from mapper.alphabet import CODE_N, COMPLEMENT, encode
 from mapper.errors import IndexFormatError, UsageError
 from mapper.neighbourhood import lookup, mapping
@@ -25,23 +26,6 @@ from mapper.neighbourhood.seeding import substitution_masks
 from mapper.reference import read_fasta
 from mapper.simulate import parse_truth, simulate, write_fastq
 from oracle import check_record, load_genome, read_sam
-from test_cli_errors import one_line_error
-
-SPACED = "######-##"
-
-
-@pytest.fixture(scope="session")
-def nb_index(tmp_path_factory, shared):
-    """Neighbourhood indexes built once per session: (genome, mask, ln) -> NeighbourhoodIndex."""
-    built = {}
-
-    def get(genome, mask="########", ln=7):
-        if (genome, mask, ln) not in built:
-            folder = tmp_path_factory.mktemp("nbx") / "ref.nbx"
-            built[genome, mask, ln] = build_index(genome, mask, ln, folder)
-        return built[genome, mask, ln]
-    return get
-
 
 def random_blocks(rng, n_keys, n_blocks, bits):
     """(keys uint32, first int64 [B+1]): distinct random keys per block, sorted inside a block."""

@@ -14,13 +14,12 @@ import numpy as np
 import pytest
 
 import host_cuda
-from conftest import LAMBDA, MEASLES, READS, SHIGELLA
+from conftest import LAMBDA, MEASLES, READS, SHIGELLA, SPACED
 from mapper.neighbourhood import gpu, gpu_build, lookup, seeding
 from mapper.neighbourhood.index import build_arrays, packed_keys
 from mapper.reference import read_fasta
 from mapper.reads import read_batches
 from mapper.seeding import strand_rows, ragged_arange
-from test_neighbourhood import SPACED, nb_index  # noqa: F401 (the session fixture)
 
 
 def queries(index, n, seed=5):

@@ -13,15 +13,12 @@ import subprocess
 from collections import defaultdict
 
 import dnaio
-import numpy as np
 import pytest
 
-from conftest import MEASLES, READS, SHIGELLA, need_tool
-from oracle import best_distance, check_record, default_e, load_genome, ref_span, revcomp
-from test_map_oracle import first_reads
-
-MEASLES_PAIR = [READS / f"measles_Hm2_HiSeq_R{k}.fastq.gz" for k in (1, 2)]
-SHIGELLA_PAIR = [READS / f"shigella_dysenteriae_ERR6005894_R{k}.fastq.gz" for k in (1, 2)]
+from cli_checks import one_line_error
+from conftest import MEASLES, MEASLES_PAIR, SHIGELLA, SHIGELLA_PAIR, first_reads, need_tool
+from oracle import best_distance, check_record, default_e, load_genome, revcomp
+from paired_common import estimated_range, kind, sam_lines, single_end, write_pairs
 
 
 def run_paired(gkmap, index, genome, r1, r2, out, *extra):
@@ -33,44 +30,6 @@ def run_paired(gkmap, index, genome, r1, r2, out, *extra):
     lo, hi = map(int, re.search(r"concordant TLEN (\d+)\.\.(\d+)", err).groups())
     rows = [line.split("\t") for line in divet.read_text().splitlines()]
     return err, sam_lines(out), sam_lines(oea), rows, (lo, hi)
-
-
-def sam_lines(path):
-    return [line.split("\t") for line in path.read_text().splitlines() if not line.startswith("@")]
-
-
-class Locus:
-    """One single-end SAM record of a mapped read, with its 0-based span."""
-
-    def __init__(self, fields):
-        self.fields = fields
-        self.contig, self.pos, self.cigar = fields[2], int(fields[3]), fields[5]
-        self.start, self.end = self.pos - 1, self.pos - 1 + ref_span(self.cigar)
-        self.rev = bool(int(fields[1]) & 16)
-        self.nm = int(fields[11].split(":")[2])
-
-
-def single_end(gkmap, index, genome, reads, out):
-    """[(name, [Locus...] in report order, forward SEQ/QUAL fields of an unmapped read)] in input order."""
-    assert gkmap("map", "--quiet", "--index", index, "-o", out, genome, reads)[0] == 0
-    grouped = defaultdict(list)
-    for f in sam_lines(out):
-        grouped[f[0]].append(f)
-    return [(name, [Locus(f) for f in recs if not int(f[1]) & 4], recs[0]) for name, recs in grouped.items()]
-
-
-def kind(x, y, mode, lo, hi):
-    """The twin's classification of a mate combination: 'C' concordant, or the DIVET type."""
-    if x.contig != y.contig:
-        return "T"
-    if x.rev == y.rev:
-        return "V"
-    fwd, rev = (y, x) if x.rev else (x, y)
-    facing = fwd.start <= rev.end - 1 if mode == "pe" else rev.start <= fwd.end - 1
-    if not facing:
-        return "E"
-    tlen = max(x.end, y.end) - min(x.start, y.start)
-    return "D" if tlen > hi else "I" if tlen < lo else "C"
 
 
 def record(name, which, own, other, rank=0, proper=False, nh=None, mapq=None, unmapped=None):
@@ -152,15 +111,6 @@ def mean_qualities(r1, r2):
     with dnaio.open(r1) as a, dnaio.open(r2) as b:
         return [(sum(map(ord, x.qualities + y.qualities)) / (len(x.qualities) + len(y.qualities))) - 33
                 for x, y in zip(a, b)]
-
-
-def estimated_range(pairs1, pairs2, mode):
-    """The documented rule (bwa-mem's) on the twin's confident pairs."""
-    tlens = [max(x[0].end, y[0].end) - min(x[0].start, y[0].start)
-             for (_, x, _), (_, y, _) in zip(pairs1, pairs2)
-             if len(x) == 1 and len(y) == 1 and kind(x[0], y[0], mode, 0, math.inf) == "C"]
-    q1, q3 = np.percentile(tlens, [25, 75])
-    return max(1, math.floor(q1 - 3 * (q3 - q1))), math.ceil(q3 + 3 * (q3 - q1))
 
 
 def compare_with_twin(gkmap, index_dir, tmp_path, genome, r1, r2, *extra):
@@ -293,13 +243,6 @@ def test_mate_pairs_mirror_paired_ends(gkmap, index_dir, tmp_path):
     assert {f[9] for f in want} == {"D", "I"}
 
 
-def write_pairs(folder, names1, names2, seq="ACGTACGTTAGCTAGCTAGGATCCAGTTCAGGACCA"):
-    paths = folder / "a_1.fq", folder / "a_2.fq"
-    for path, names in zip(paths, (names1, names2)):
-        path.write_text("".join(f"@{n}\n{seq}\n+\n{'I' * len(seq)}\n" for n in names))
-    return paths
-
-
 @pytest.mark.parametrize("names1,names2,where", [
     (["p1", "p2", "p3"], ["p1", "p2"], ("a_1.fq", "record 3", "'p3' has no mate", "a_2.fq ends after read 2")),
     (["p1"], ["p1", "p2"], ("a_2.fq", "record 2", "'p2' has no mate", "a_1.fq ends after read 1")),
@@ -307,7 +250,6 @@ def write_pairs(folder, names1, names2, seq="ACGTACGTTAGCTAGCTAGGATCCAGTTCAGGACC
      ("a_2.fq", "record 2", "'q2/2' is not the mate of read 'p2/1'")),
 ])
 def test_pair_files_that_do_not_pair(gkmap, index_dir, tmp_path, names1, names2, where):
-    from test_cli_errors import one_line_error
     r1, r2 = write_pairs(tmp_path, names1, names2)
     out = tmp_path / "out.sam"
     code, err = gkmap("map", "--pe", "--quiet", "--index", index_dir(MEASLES), "--min", "1", "--max", "500",
@@ -327,7 +269,6 @@ def test_pair_files_that_do_not_pair(gkmap, index_dir, tmp_path, names1, names2,
     (("--min", "100", "R1"), "--min/--max need --pe or --mp"),
 ])
 def test_paired_usage_errors(gkmap, tmp_path, args, needle):
-    from test_cli_errors import one_line_error
     files = {"R1": MEASLES_PAIR[0], "R2": MEASLES_PAIR[1]}
     code, err = gkmap("map", "--quiet", "--index", tmp_path / "idx", "-o", tmp_path / "out.sam", MEASLES,
                       *[files.get(a, a) for a in args])
@@ -340,7 +281,6 @@ def test_paired_usage_errors(gkmap, tmp_path, args, needle):
     (None, ("--min", "2000"), "the TLEN range would be 2000.."),  # the estimate's bound follows the data
 ])
 def test_insert_size_that_cannot_be_estimated(gkmap, index_dir, tmp_path, names, extra, needle):
-    from test_cli_errors import one_line_error
     reads = write_pairs(tmp_path, names, names) if names else MEASLES_PAIR
     code, err = gkmap("map", "--pe", "--quiet", "--index", index_dir(MEASLES), "-o", tmp_path / "out.sam", *extra,
                       MEASLES, *reads)
@@ -350,7 +290,6 @@ def test_insert_size_that_cannot_be_estimated(gkmap, index_dir, tmp_path, names,
 
 
 def test_paired_needs_an_output_file(gkmap, tmp_path):
-    from test_cli_errors import one_line_error
     code, err = gkmap("map", "--pe", "--quiet", "--index", tmp_path / "idx", MEASLES, *MEASLES_PAIR)
     assert code == 2
     one_line_error(err, "--pe needs -o OUT.sam")

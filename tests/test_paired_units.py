@@ -5,11 +5,11 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from conftest import MEASLES
+from conftest import MEASLES, MEASLES_PAIR
 from mapper import paired
 from mapper.paired import Mate, best_concordant
 from mapper.verify import Mappings
-from test_paired import MEASLES_PAIR, kind
+from paired_common import kind
 
 CONTIG_STARTS = (0, 5000)
 GENOME = 9000

@@ -12,10 +12,8 @@ session of its own, so that every process it starts can be found in /proc.
 import contextlib
 import fnmatch
 import gzip
-import hashlib
 import os
 import random
-import re
 import shutil
 import signal
 import socket
@@ -29,11 +27,11 @@ from pathlib import Path
 
 import pytest
 
+from cli_checks import one_line_error, snapshot
 from conftest import MEASLES, ROOT
 from mapper.cli import main
 from mapper.reference import read_fasta
 from mapper.simulate import simulate, write_fastq
-from test_cli_errors import one_line_error
 
 HOST = socket.gethostname()
 
@@ -52,23 +50,6 @@ def data(tmp_path_factory):
             write_fastq(simulate(reference, 10_000, 100), out)
     assert main(["index", "--quiet", "--ws", "10", "--index", str(folder / "idx"), str(folder / "ref.fa")]) == 0
     return folder
-
-
-def snapshot(root):
-    """{relative path: what it is}: kind, and the content's digest or the link's target."""
-    found = {}
-    for folder, dirs, files in os.walk(root):
-        for name in dirs + files:
-            path = os.path.join(folder, name)
-            mode = os.lstat(path).st_mode
-            if stat.S_ISLNK(mode):
-                what = ("link", os.readlink(path))
-            elif stat.S_ISREG(mode):
-                what = ("file", hashlib.sha1(Path(path).read_bytes()).hexdigest())
-            else:
-                what = ("folder",) if stat.S_ISDIR(mode) else ("special", stat.S_IFMT(mode))
-            found[os.path.relpath(path, root)] = what
-    return found
 
 
 # -- case setups: files beside ref.fa and reads.fq in the case's folder -----------------------------------
