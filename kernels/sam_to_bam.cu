@@ -1,0 +1,529 @@
+/* sam_to_bam.cu: SAM record lines to BAM records, and records moved into a new order (mapper/bam.py).
+ *
+ * The host layer (mapper/device/host.py) runs these kernels as multi-threaded C++ on the CPU; they compile for
+ * the GPU too (one thread per record, no block cooperation), as every kernel here does.
+ *
+ * Input: `text`, whole SAM record lines each ending with '\n', and `ends`, int64 [n + 1]: ends[0] = -1 and
+ * ends[i + 1] the position of line i's '\n', so line i is text[ends[i] + 1, ends[i + 1]).
+ * Reference names: `names` (the @SQ names back to back), `name_at` int64 [n_ref + 1] (name k is
+ * names[name_at[k], name_at[k + 1])), sorted bytewise, and `name_id` int32 [n_ref], the @SQ rank (refID) of
+ * the k-th sorted name, so RNAME and RNEXT are found by binary search.
+ *
+ * Two passes share one parser (encode_record), so the sizes and the bytes cannot disagree:
+ *   1. bam_sizes: sizes[i] = bytes of record i's BAM encoding (block_size included), or -code for a line
+ *      that is not a SAM record gkmap can encode (codes below; mapper/bam.py words them);
+ *   2. the host takes the exclusive prefix sum of sizes (numpy's cumsum), then bam_records writes record i at
+ *      out + at[i] and its sort key keys[i] (see record_key).
+ * gather_records then copies records, given by address and length, to consecutive places of one buffer (the
+ * sorted writer's reordering and merge).
+ *
+ * The encoding is the SAM specification's BAM layout (little-endian, unaligned), with samtools' choices where
+ * the specification leaves one: an integer tag takes the smallest of c/C/s/S/i/I that holds it (C/S/I for
+ * values >= 0), QUAL '*' is 0xFF per base, bin = reg2bin(pos, end) with end = pos + 1 for an unmapped record
+ * or one without reference length. Unlike samtools, fields are encoded as written (an unknown RNAME is an
+ * error, not an unmapped record; FLAG is never changed).
+ */
+#include <stdint.h>
+#ifdef GKMAP_HOST
+#include <stdlib.h>
+#endif
+
+#define BAM_BAD_FIELDS 1     /* fewer than 11 tab-separated fields */
+#define BAM_BAD_QNAME 2      /* empty, or longer than 254 */
+#define BAM_BAD_FLAG 3
+#define BAM_BAD_RNAME 4      /* not an @SQ name */
+#define BAM_BAD_POS 5
+#define BAM_BAD_MAPQ 6
+#define BAM_BAD_CIGAR 7      /* syntax, an op longer than 2^28 - 1, or more than 65535 ops */
+#define BAM_BAD_RNEXT 8
+#define BAM_BAD_PNEXT 9
+#define BAM_BAD_TLEN 10
+#define BAM_BAD_SEQ 11       /* length differs from the CIGAR's query length */
+#define BAM_BAD_QUAL 12      /* length differs from SEQ's, or a character below '!' */
+#define BAM_BAD_TAG 13       /* not TG:T:VALUE with a known type, or a value its type cannot hold */
+
+#define MAX_POS 2147483647LL /* 1-based POS / PNEXT; the 0-based pos + 1 then fits the key's 31 bits */
+
+/* Little-endian stores at any alignment. */
+__device__ __forceinline__ void put16(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+}
+
+__device__ __forceinline__ void put32(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+    p[2] = (uint8_t)(v >> 16);
+    p[3] = (uint8_t)(v >> 24);
+}
+
+/* [p, q) as a decimal without sign: false when empty, with a non-digit, or above `max`. */
+__device__ bool parse_uint(const uint8_t *p, const uint8_t *q, long long max, long long *value)
+{
+    if (p >= q)
+        return false;
+    long long v = 0;
+    for (; p < q; p++) {
+        if (*p < '0' || *p > '9')
+            return false;
+        v = v * 10 + (*p - '0');
+        if (v > max)
+            return false;
+    }
+    *value = v;
+    return true;
+}
+
+/* [p, q) as a decimal with an optional '-' (or '+'), within [min, max]. */
+__device__ bool parse_int(const uint8_t *p, const uint8_t *q, long long min, long long max, long long *value)
+{
+    const bool negative = p < q && *p == '-';
+    if (p < q && (*p == '-' || *p == '+'))
+        p++;
+    long long v;
+    if (!parse_uint(p, q, negative ? -min : max, &v))
+        return false;
+    *value = negative ? -v : v;
+    return true;
+}
+
+/* [p, q) as a float the way C's strtod then a cast to float reads it. Decimal mantissa m (its first 19
+ * significant digits) and exponent x: when m < 2^53 and |x| <= 22 both m and 10^|x| are exact doubles, so one
+ * multiplication or division rounds correctly (the common case: "0.5", "-12.25"); otherwise the host build
+ * asks strtod itself, and a GPU build multiplies by powers of ten (within an ulp or two). */
+__device__ bool parse_float(const uint8_t *from, const uint8_t *q, float *value)
+{
+    const uint8_t *p = from;
+    const bool negative = p < q && *p == '-';
+    if (p < q && (*p == '-' || *p == '+'))
+        p++;
+    unsigned long long m = 0;
+    int digits = 0, x = 0;
+    bool any = false, point = false;
+    for (; p < q; p++) {
+        if (*p == '.' && !point) {
+            point = true;
+            continue;
+        }
+        if (*p < '0' || *p > '9')
+            break;
+        any = true;
+        if (m == 0 && *p == '0') {  /* leading zeros: not significant */
+            x -= point;
+            continue;
+        }
+        if (digits < 19) {
+            m = m * 10 + (*p - '0');
+            digits++;
+            x -= point;
+        } else {
+            x += !point;
+        }
+    }
+    if (!any)
+        return false;
+    if (p < q && (*p == 'e' || *p == 'E')) {
+        long long e;
+        if (!parse_int(p + 1, q, -100000, 100000, &e))
+            return false;
+        x += (int)e;
+        p = q;
+    }
+    if (p != q)
+        return false;
+    const double exact[23] = {1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11,
+                              1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+    double v;
+    if (m < (1ULL << 53) && x >= -22 && x <= 22) {
+        v = x >= 0 ? (double)m * exact[x] : (double)m / exact[-x];
+        v = negative ? -v : v;
+    } else {
+#ifdef GKMAP_HOST
+        char copy[64];
+        if (q - from >= (long long)sizeof copy)
+            return false;
+        for (int k = 0; k < q - from; k++)
+            copy[k] = (char)from[k];
+        copy[q - from] = 0;
+        v = strtod(copy, 0);
+#else
+        v = (double)m;
+        for (; x > 0; x--)
+            v *= 10.0;
+        for (; x < 0; x++)
+            v /= 10.0;
+        v = negative ? -v : v;
+#endif
+    }
+    *value = (float)v;
+    return true;
+}
+
+/* The refID of the name [p, q): binary search of the sorted names (bytewise, a shorter prefix first);
+ * -1 when absent. */
+__device__ int find_ref(const uint8_t *p, const uint8_t *q, const uint8_t *names, const long long *name_at,
+                        const int *name_id, int n_ref)
+{
+    int lo = 0, hi = n_ref;
+    const long long len = q - p;
+    while (lo < hi) {
+        const int mid = (lo + hi) / 2;
+        const uint8_t *s = names + name_at[mid];
+        const long long slen = name_at[mid + 1] - name_at[mid];
+        int cmp = 0;
+        for (long long k = 0; k < len && k < slen && !cmp; k++)
+            cmp = (int)s[k] - (int)p[k];
+        if (!cmp)
+            cmp = slen < len ? -1 : slen > len ? 1 : 0;
+        if (!cmp)
+            return name_id[mid];
+        if (cmp < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return -1;
+}
+
+/* BAM's 4-bit base code of a SEQ letter ("=ACMGRSVTWYHKDBN", either case; anything else, U included, N). */
+__device__ __forceinline__ uint32_t base_code(uint8_t c)
+{
+    switch (c | 0x20) {
+    case '=' | 0x20: return c == '=' ? 0 : 15;
+    case 'a': return 1;
+    case 'c': return 2;
+    case 'm': return 3;
+    case 'g': return 4;
+    case 'r': return 5;
+    case 's': return 6;
+    case 'v': return 7;
+    case 't': return 8;
+    case 'w': return 9;
+    case 'y': return 10;
+    case 'h': return 11;
+    case 'k': return 12;
+    case 'd': return 13;
+    case 'b': return 14;
+    default: return 15;
+    }
+}
+
+/* CIGAR op letter to its BAM code (MIDNSHP=X -> 0..8), -1 for another byte. */
+__device__ __forceinline__ int cigar_op(uint8_t c)
+{
+    switch (c) {
+    case 'M': return 0;
+    case 'I': return 1;
+    case 'D': return 2;
+    case 'N': return 3;
+    case 'S': return 4;
+    case 'H': return 5;
+    case 'P': return 6;
+    case '=': return 7;
+    case 'X': return 8;
+    default: return -1;
+    }
+}
+
+/* The BAI bin of [beg, end) (end exclusive): the smallest bin of the 6-level scheme (16 kbp leaves, each
+ * level 8 times wider) that holds both ends; the first bin of the level at shift s is ((1 << (29 - s)) - 1) / 7. */
+__device__ __forceinline__ uint32_t reg2bin(long long beg, long long end)
+{
+    end--;
+    for (int shift = 14; shift < 29; shift += 3)
+        if (beg >> shift == end >> shift)
+            return (uint32_t)(((1LL << (29 - shift)) - 1) / 7 + (beg >> shift));
+    return 0;
+}
+
+/* A B-array element type's size in bytes (0: not a type). */
+__device__ __forceinline__ int element_size(uint8_t t)
+{
+    return t == 'c' || t == 'C' ? 1 : t == 's' || t == 'S' ? 2 : t == 'i' || t == 'I' || t == 'f' ? 4 : 0;
+}
+
+/* Bytes of one optional field [p, q) ("TG:T:VALUE") in BAM, written at `out` when it is not null; -1 when
+ * the field is malformed. i: the smallest integer type (negative: c, s, i; otherwise C, S, I); A: one
+ * character; f: float32; Z, H (even length): the string and a NUL; B: subtype, count, elements. */
+__device__ long long encode_tag(const uint8_t *p, const uint8_t *q, uint8_t *out)
+{
+    if (q - p < 5 || p[0] < '!' || p[1] < '!' || p[2] != ':' || p[4] != ':')
+        return -1;
+    const uint8_t type = p[3];
+    const uint8_t *v = p + 5;
+    if (out) {
+        out[0] = p[0];
+        out[1] = p[1];
+    }
+    if (type == 'A') {
+        if (q - v != 1)
+            return -1;
+        if (out) {
+            out[2] = 'A';
+            out[3] = *v;
+        }
+        return 4;
+    }
+    if (type == 'i') {
+        long long x;
+        if (!parse_int(v, q, -2147483648LL, 4294967295LL, &x))
+            return -1;
+        const uint8_t t = x < 0 ? (x >= -128 ? 'c' : x >= -32768 ? 's' : 'i')
+                                : (x <= 255 ? 'C' : x <= 65535 ? 'S' : 'I');
+        const int size = element_size(t);
+        if (out) {
+            out[2] = t;
+            if (size == 1)
+                out[3] = (uint8_t)x;
+            else if (size == 2)
+                put16(out + 3, (uint32_t)x);
+            else
+                put32(out + 3, (uint32_t)x);
+        }
+        return 3 + size;
+    }
+    if (type == 'f') {
+        float f;
+        if (!parse_float(v, q, &f))
+            return -1;
+        if (out) {
+            out[2] = 'f';
+            uint32_t bits;
+            const uint8_t *b = (const uint8_t *)&f;
+            bits = (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
+            put32(out + 3, bits);
+        }
+        return 7;
+    }
+    if (type == 'Z' || type == 'H') {
+        if (type == 'H' && (q - v) % 2)
+            return -1;
+        if (out) {
+            out[2] = type;
+            for (long long k = 0; k < q - v; k++)
+                out[3 + k] = v[k];
+            out[3 + (q - v)] = 0;
+        }
+        return 3 + (q - v) + 1;
+    }
+    if (type == 'B') {
+        const int size = q - v >= 1 ? element_size(v[0]) : 0;
+        if (!size || (q - v > 1 && v[1] != ','))
+            return -1;
+        long long count = 0;
+        for (const uint8_t *c = v + 1; c < q; c++)
+            count += *c == ',';
+        if (out) {
+            out[2] = 'B';
+            out[3] = v[0];
+            put32(out + 4, (uint32_t)count);
+        }
+        const uint8_t *e = v + 1;
+        for (long long k = 0; k < count; k++) {
+            const uint8_t *s = e + 1;  /* past the ',' */
+            for (e = s; e < q && *e != ','; e++)
+                ;
+            uint8_t *o = out ? out + 8 + k * size : 0;
+            if (v[0] == 'f') {
+                float f;
+                if (!parse_float(s, e, &f))
+                    return -1;
+                if (o) {
+                    const uint8_t *b = (const uint8_t *)&f;
+                    put32(o, (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24);
+                }
+                continue;
+            }
+            const bool is_signed = v[0] == 'c' || v[0] == 's' || v[0] == 'i';
+            const long long bits = 8LL * size;
+            long long x;
+            if (!parse_int(s, e, is_signed ? -(1LL << (bits - 1)) : 0,
+                           is_signed ? (1LL << (bits - 1)) - 1 : (1LL << bits) - 1, &x))
+                return -1;
+            if (o) {
+                if (size == 1)
+                    o[0] = (uint8_t)x;
+                else if (size == 2)
+                    put16(o, (uint32_t)x);
+                else
+                    put32(o, (uint32_t)x);
+            }
+        }
+        return 8 + count * size;
+    }
+    return -1;
+}
+
+/* The sort key of samtools' coordinate order: refID as unsigned (so -1, unmapped, sorts last) in the high 32
+ * bits, then (pos + 1) << 1 (pos >= -1, pos + 1 < 2^31), then the reverse-strand bit (FLAG 0x10). */
+__device__ __forceinline__ unsigned long long record_key(int ref, long long pos, uint32_t flag)
+{
+    return (unsigned long long)(uint32_t)ref << 32 | (unsigned long long)(pos + 1) << 1 | ((flag >> 4) & 1);
+}
+
+/* One SAM line [s, e) to its BAM record. Fields are cut at tabs (the first 11 are mandatory, the rest are
+ * tags), each is parsed and checked, the record's size is the sum of its parts; with `out` not null the
+ * parts are written there and the key to *key. Returns the size (block_size's 4 bytes included) or -code. */
+__device__ long long encode_record(const uint8_t *s, const uint8_t *e, const uint8_t *names,
+                                   const long long *name_at, const int *name_id, int n_ref, uint8_t *out,
+                                   unsigned long long *key)
+{
+    const uint8_t *field[12];  /* field k is [field[k], field[k + 1] - 1) for k < 11 */
+    int nf = 0;
+    field[nf++] = s;
+    for (const uint8_t *c = s; c < e && nf < 12; c++)
+        if (*c == '\t')
+            field[nf++] = c + 1;
+    if (nf < 11)
+        return -BAM_BAD_FIELDS;
+    const uint8_t *qual_end = e;
+    if (nf == 12)
+        qual_end = field[11] - 1;
+    else
+        field[11] = e + 1;
+#define END(k) (k == 10 ? qual_end : field[(k) + 1] - 1)
+    const long long l_name = END(0) - field[0];
+    if (l_name < 1 || l_name > 254)
+        return -BAM_BAD_QNAME;
+    long long flag, pos, mapq, pnext, tlen;
+    if (!parse_uint(field[1], END(1), 65535, &flag))
+        return -BAM_BAD_FLAG;
+    int ref = -1;
+    if (!(END(2) - field[2] == 1 && field[2][0] == '*')) {
+        ref = find_ref(field[2], END(2), names, name_at, name_id, n_ref);
+        if (ref < 0)
+            return -BAM_BAD_RNAME;
+    }
+    if (!parse_uint(field[3], END(3), MAX_POS, &pos))
+        return -BAM_BAD_POS;
+    pos -= 1;
+    if (!parse_uint(field[4], END(4), 255, &mapq))
+        return -BAM_BAD_MAPQ;
+    /* CIGAR: count and check the ops, their reference and query lengths */
+    long long n_cigar = 0, ref_len = 0, query_len = 0;
+    const bool has_cigar = !(END(5) - field[5] == 1 && field[5][0] == '*');
+    if (has_cigar) {
+        long long len = 0;
+        bool digits = false;
+        for (const uint8_t *c = field[5]; c < END(5); c++) {
+            if (*c >= '0' && *c <= '9') {
+                len = len * 10 + (*c - '0');
+                digits = true;
+                if (len >= (1 << 28))
+                    return -BAM_BAD_CIGAR;
+                continue;
+            }
+            const int op = cigar_op(*c);
+            if (op < 0 || !digits)
+                return -BAM_BAD_CIGAR;
+            if (out)
+                put32(out + 36 + l_name + 1 + 4 * n_cigar, (uint32_t)(len << 4 | op));
+            n_cigar++;
+            ref_len += (op == 0 || op == 2 || op == 3 || op == 7 || op == 8) ? len : 0;
+            query_len += (op == 0 || op == 1 || op == 4 || op == 7 || op == 8) ? len : 0;
+            len = 0;
+            digits = false;
+        }
+        if (digits || n_cigar == 0 || n_cigar > 65535)
+            return -BAM_BAD_CIGAR;
+    }
+    int next_ref = -1;
+    if (END(6) - field[6] == 1 && field[6][0] == '=') {
+        next_ref = ref;
+    } else if (!(END(6) - field[6] == 1 && field[6][0] == '*')) {
+        next_ref = find_ref(field[6], END(6), names, name_at, name_id, n_ref);
+        if (next_ref < 0)
+            return -BAM_BAD_RNEXT;
+    }
+    if (!parse_uint(field[7], END(7), MAX_POS, &pnext))
+        return -BAM_BAD_PNEXT;
+    if (!parse_int(field[8], END(8), -2147483647LL - 1, 2147483647LL, &tlen))
+        return -BAM_BAD_TLEN;
+    const bool no_seq = END(9) - field[9] == 1 && field[9][0] == '*';
+    const long long l_seq = no_seq ? 0 : END(9) - field[9];
+    if (has_cigar && l_seq && query_len != l_seq)
+        return -BAM_BAD_SEQ;
+    const bool no_qual = END(10) - field[10] == 1 && field[10][0] == '*';
+    if (!no_qual && END(10) - field[10] != l_seq)
+        return -BAM_BAD_QUAL;
+    for (long long k = 0; k < l_seq && !no_qual; k++)
+        if (field[10][k] < '!')
+            return -BAM_BAD_QUAL;
+    const long long fixed = 36 + l_name + 1 + 4 * n_cigar + (l_seq + 1) / 2 + l_seq;
+    long long size = fixed;
+    /* tags, from the 12th field on */
+    for (const uint8_t *t = field[11]; t < e;) {
+        const uint8_t *te = t;
+        while (te < e && *te != '\t')
+            te++;
+        const long long bytes = encode_tag(t, te, out ? out + size : 0);
+        if (bytes < 0)
+            return -BAM_BAD_TAG;
+        size += bytes;
+        t = te + 1;
+    }
+    if (out) {
+        const long long end_pos = pos + (((flag & 4) || ref_len == 0) ? 1 : ref_len);
+        put32(out, (uint32_t)(size - 4));
+        put32(out + 4, (uint32_t)ref);
+        put32(out + 8, (uint32_t)pos);
+        out[12] = (uint8_t)(l_name + 1);
+        out[13] = (uint8_t)mapq;
+        put16(out + 14, reg2bin(pos, end_pos));
+        put16(out + 16, (uint32_t)n_cigar);
+        put16(out + 18, (uint32_t)flag);
+        put32(out + 20, (uint32_t)l_seq);
+        put32(out + 24, (uint32_t)next_ref);
+        put32(out + 28, (uint32_t)(pnext - 1));
+        put32(out + 32, (uint32_t)tlen);
+        for (long long k = 0; k < l_name; k++)
+            out[36 + k] = field[0][k];
+        out[36 + l_name] = 0;
+        uint8_t *seq = out + 36 + l_name + 1 + 4 * n_cigar;
+        for (long long k = 0; k < l_seq; k += 2)
+            seq[k / 2] = (uint8_t)(base_code(field[9][k]) << 4 | (k + 1 < l_seq ? base_code(field[9][k + 1]) : 0));
+        uint8_t *qual = seq + (l_seq + 1) / 2;
+        for (long long k = 0; k < l_seq; k++)
+            qual[k] = no_qual ? 0xFF : (uint8_t)(field[10][k] - 33);
+        *key = record_key(ref, pos, (uint32_t)flag);
+    }
+#undef END
+    return size;
+}
+
+/* Pass 1. One thread per line: its record's size, or -code. */
+extern "C" __global__ void bam_sizes(const uint8_t *text, const long long *ends, long long n, const uint8_t *names,
+                                     const long long *name_at, const int *name_id, int n_ref, long long *sizes)
+{
+    const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n)
+        return;
+    sizes[i] = encode_record(text + ends[i] + 1, text + ends[i + 1], names, name_at, name_id, n_ref, 0, 0);
+}
+
+/* Pass 2. One thread per line (every line was accepted by pass 1): record i at out + at[i], key to keys[i]. */
+extern "C" __global__ void bam_records(const uint8_t *text, const long long *ends, long long n,
+                                       const uint8_t *names, const long long *name_at, const int *name_id,
+                                       int n_ref, const long long *at, uint8_t *out, unsigned long long *keys)
+{
+    const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n)
+        return;
+    encode_record(text + ends[i] + 1, text + ends[i + 1], names, name_at, name_id, n_ref, out + at[i], keys + i);
+}
+
+/* One thread per record i: copy len[i] bytes from address src[i] (a record anywhere in the process: the
+ * sorter's arena or a merge window) to out + at[i]. */
+extern "C" __global__ void gather_records(const long long *src, const long long *len, const long long *at,
+                                          long long n, uint8_t *out)
+{
+    const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n)
+        return;
+    const uint8_t *from = (const uint8_t *)src[i];
+    uint8_t *to = out + at[i];
+    for (long long k = 0; k < len[i]; k++)
+        to[k] = from[k];
+}
