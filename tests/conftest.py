@@ -47,6 +47,28 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+@pytest.fixture(params=["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def device(request):
+    """The backend a test runs on, by its --device name: cpu always, cuda (`gpu`) where there is a GPU."""
+    return request.param
+
+
+@pytest.fixture(params=["host", pytest.param("gpu", marks=pytest.mark.gpu)])
+def device_layer(request):
+    """The device layer that the GPU-style code (backends/cuda_mapping.py, filters/_gpu.py) runs on during the
+    test, injected with mapper.device.using as the cpu backend injects its own, so that no module global is
+    patched: the kernels as host C++ through host_cuda.py (fresh buffers poisoned, so that output a kernel
+    failed to write shows), CI included; and, marked `gpu`, the GPU's layer. A test meant for the host only
+    narrows it with `@pytest.mark.parametrize("device_layer", ["host"], indirect=True)`."""
+    from mapper.device import cuda, using
+    if request.param == "host":
+        import host_cuda as layer
+    else:
+        layer = cuda
+    with using(layer):
+        yield layer
+
+
 @pytest.fixture(scope="session")
 def shared():
     if not SHARED.is_dir():

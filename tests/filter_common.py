@@ -1,9 +1,8 @@
-"""Shared pieces of the GateKeeper tests: the shared pair sets with the published program's output, the
-cpu/cuda fixture, and adversarial pair generators."""
+"""Shared pieces of the GateKeeper tests: the shared pair sets with the published program's output and
+adversarial pair generators (the cpu/cuda `device` fixture is conftest.py's)."""
 import functools
 
 import numpy as np
-import pytest
 
 from conftest import SHARED
 from mapper.alphabet import ENCODE, READ_ASCII
@@ -31,12 +30,6 @@ def shared_truth(name):
     pairs, _ = shared_set(name)
     (_, first, second), = pairs.groups()
     return edit_distances(ENCODE[second], ENCODE[first])
-
-
-@pytest.fixture(params=["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
-def device(request):
-    """Run a test on every backend (conftest.py skips `gpu` tests where there is no GPU or no pycuda)."""
-    return request.param
 
 
 HOT_SPOTS = (0, 1, 2, 15, 16, 17, 31, 32, 33, 63, 64, 65)

@@ -1,11 +1,10 @@
 """The cuda backend's seeding must return exactly the numpy seeder's candidates and counts, and its
 verification exactly edlib's mappings, including when rows are split into several launches. Each test runs
-the backend's own code twice: with its kernels on the CPU through tests/host_cuda.py (always, CI included)
-and on the GPU (`gpu`)."""
+the backend's own code twice (conftest.py's `device_layer`): with its kernels on the CPU through
+tests/host_cuda.py (always, CI included) and on the GPU (`gpu`)."""
 import numpy as np
 import pytest
 
-import host_cuda
 from conftest import CHR22Q, MEASLES, READS, SHIGELLA
 from mapper.backends import cuda_mapping
 from mapper.alphabet import CODE_N
@@ -16,12 +15,8 @@ from mapper.seeding import seed, strand_rows
 from mapper.verify import select_loci, verify
 
 
-@pytest.fixture(params=["host", pytest.param("gpu", marks=pytest.mark.gpu)])
-def backend(request, monkeypatch):
-    if request.param == "host":
-        from mapper.filters import _gpu
-        monkeypatch.setattr(cuda_mapping, "cuda", host_cuda)
-        monkeypatch.setattr(_gpu, "cuda", host_cuda)
+@pytest.fixture
+def backend(device_layer):
     return cuda_mapping.CudaBackend()
 
 

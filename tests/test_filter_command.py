@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from filter_common import PAIRS_DIR, device, shared_set, shared_truth  # noqa: F401  (device is a fixture)
+from filter_common import PAIRS_DIR, shared_set, shared_truth
 
 
 def read_columns(path):

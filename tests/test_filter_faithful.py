@@ -3,7 +3,7 @@ the vectorised implementation against a literal transcription of the spec where 
 import numpy as np
 import pytest
 
-from filter_common import SETS, device, published_es, shared_set  # noqa: F401  (device is a fixture)
+from filter_common import SETS, published_es, shared_set
 from gatekeeper_spec import amend as spec_amend, gatekeeper as spec_gatekeeper
 from mapper.alphabet import BASES
 from mapper.filters import _faithful

@@ -4,7 +4,7 @@ import edlib
 import numpy as np
 import pytest
 
-from filter_common import SETS, adversarial, pairs_text, device, shared_set, shared_truth  # noqa: F401  (device is a fixture)
+from filter_common import SETS, adversarial, pairs_text, shared_set, shared_truth
 from mapper.alphabet import READ_ASCII, REF_ASCII
 from mapper.filters.gatekeeper import filter_pairs, make_filter
 from mapper.filters.pairs import parse_pairs

@@ -6,7 +6,6 @@ forces several parts; and the CLI's --gpu-memory is checked for bad values."""
 import numpy as np
 import pytest
 
-import host_cuda
 from conftest import READS, SHIGELLA
 from mapper.backends import cuda_mapping, index_parts
 from mapper.backends.index_parts import IndexPart, part_lists, plan
@@ -19,12 +18,9 @@ from mapper.render import batch_loci
 from mapper.seeding import SeedStats
 
 
-@pytest.fixture(params=["host", pytest.param("gpu", marks=pytest.mark.gpu)])
-def make_backend(request, monkeypatch):
-    if request.param == "host":
-        from mapper.filters import _gpu
-        monkeypatch.setattr(cuda_mapping, "cuda", host_cuda)
-        monkeypatch.setattr(_gpu, "cuda", host_cuda)
+@pytest.fixture
+def make_backend(device_layer, monkeypatch):
+    """The cuda backend's class, on the host twin or the GPU (conftest.py's `device_layer`)."""
     monkeypatch.setattr(cuda_mapping, "MARGIN", 1)  # parts widen their margins to what the reads need
     return cuda_mapping.CudaBackend
 

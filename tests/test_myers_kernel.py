@@ -5,7 +5,6 @@ checked on up to 10^6 windows, with batch sizes 1, odd, and many grids.
 """
 import pytest
 
-import host_cuda
 from mapper.backends import cuda_mapping
 from windows import compare, host_answers, make_windows
 
@@ -15,9 +14,9 @@ def run(data):
     return cuda_mapping.verify_windows(genome, reads, *rest)
 
 
+@pytest.mark.parametrize("device_layer", ["host"], indirect=True)
 @pytest.mark.parametrize("lengths,thresholds", [((100, 150), (2, 4, 5, 6, 7)), ((37, 64, 65, 128, 129, 250), (0, 1, 3, 9))])
-def test_kernel_source_equals_host_on_host(monkeypatch, lengths, thresholds):
-    monkeypatch.setattr(cuda_mapping, "cuda", host_cuda)
+def test_kernel_source_equals_host_on_host(device_layer, lengths, thresholds):
     data = make_windows(6000, seed=3, lengths=lengths, thresholds=thresholds)
     answers = host_answers(*data)
     within = sum(d >= 0 for d, _ in answers)
