@@ -2,6 +2,7 @@
 on the shared real read sets; and the run summary proves verification ran on the GPU."""
 import pytest
 
+from cli_checks import without_pg
 from conftest import HONEYBEE, MEASLES, READS, SHIGELLA
 
 pytestmark = pytest.mark.gpu
@@ -11,10 +12,6 @@ SETS = [
     (SHIGELLA, READS / "shigella_dysenteriae_ERR6005894_R1.fastq.gz"),
     (HONEYBEE, READS / "honeybee_virus_SRR059298_GAII_subset.fastq.gz"),
 ]
-
-
-def body(path):
-    return [l for l in path.read_text().splitlines() if not l.startswith("@PG")]
 
 
 @pytest.mark.parametrize("genome,reads", SETS, ids=["measles", "shigella", "honeybee"])
@@ -29,4 +26,4 @@ def test_cuda_sam_equals_cpu(gkmap, index_dir, tmp_path, genome, reads, filt):
         if device == "cuda":
             assert "seed: cuda" in err and "verify: cuda" in err and (filt == "none" or "filter: cuda" in err), err
             print(err.strip().splitlines()[-1])
-    assert body(outs["cpu"]) == body(outs["cuda"])
+    assert without_pg(outs["cpu"]) == without_pg(outs["cuda"])

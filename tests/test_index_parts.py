@@ -6,6 +6,7 @@ forces several parts; and the CLI's --gpu-memory is checked for bad values."""
 import numpy as np
 import pytest
 
+from cli_checks import without_pg
 from conftest import READS, SHIGELLA
 from mapper.backends import cuda_mapping, index_parts
 from mapper.backends.index_parts import IndexPart, part_lists, plan
@@ -124,5 +125,5 @@ def test_gkmap_map_in_parts_writes_the_same_sam(gkmap, monkeypatch, tmp_path, cu
                               "--batch-size", "150", "--index", str(tmp_path / "idx"), "-o", str(out), *extra,
                               str(fasta), str(reads))
         assert code == 0, err
-        sams.append([line for line in out.read_text().splitlines() if not line.startswith("@PG")])
+        sams.append(without_pg(out))
     assert sams[0] == sams[1] and len(sams[0]) > 400

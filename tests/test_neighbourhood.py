@@ -15,7 +15,7 @@ from collections import defaultdict
 import numpy as np
 import pytest
 
-from cli_checks import one_line_error
+from cli_checks import one_line_error, without_pg
 from conftest import LAMBDA, MEASLES, READS, SPACED
 from mapper.alphabet import CODE_N, COMPLEMENT, encode
 from mapper.errors import IndexFormatError, UsageError
@@ -210,7 +210,7 @@ def test_lookups_write_the_same_sam(gkmap, nb_index, tmp_path, monkeypatch):
         code, err = gkmap("map", "--quiet", "--index-kind", "neighbourhood", "--index", index.folder, "--device",
                           "cpu", "--nb-errors", 2, "--lookup", method, "--batch-size", 777, "-o", out, MEASLES, reads)
         assert code == 0, err
-        texts.append([line for line in out.read_text().splitlines() if not line.startswith("@PG")])
+        texts.append(without_pg(out))
     assert texts[0] == texts[1] == texts[2]
     assert sum(not line.startswith("@") and line.split("\t")[1] != "4" for line in texts[0]) > 1000
 

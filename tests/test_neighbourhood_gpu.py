@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import host_cuda
+from cli_checks import without_pg
 from conftest import LAMBDA, MEASLES, READS, SHIGELLA, SPACED
 from mapper.neighbourhood import gpu, gpu_build, lookup, seeding
 from mapper.neighbourhood.index import build_arrays, packed_keys
@@ -159,7 +160,7 @@ def test_cuda_map_writes_the_cpu_sam(gkmap, nb_index, tmp_path):
         code, err = gkmap("map", "--quiet", "--index-kind", "neighbourhood", "--index", index.folder, "--device", device,
                           "--nb-errors", 2, "-e", 4, "--batch-size", 5000, "-o", out, MEASLES, reads)
         assert code == 0, err
-        texts.append([line for line in out.read_text().splitlines() if not line.startswith("@PG")])
+        texts.append(without_pg(out))
     assert texts[0] == texts[1]
 
 
