@@ -27,6 +27,9 @@
 #ifdef GKMAP_HOST
 #include <stdlib.h>
 #endif
+#ifndef __CUDACC__
+#define __constant__
+#endif
 
 #define BAM_BAD_FIELDS 1     /* fewer than 11 tab-separated fields */
 #define BAM_BAD_QNAME 2      /* empty, or longer than 254 */
@@ -187,28 +190,26 @@ __device__ int find_ref(const uint8_t *p, const uint8_t *q, const uint8_t *names
     return -1;
 }
 
-/* BAM's 4-bit base code of a SEQ letter ("=ACMGRSVTWYHKDBN", either case; anything else, U included, N). */
-__device__ __forceinline__ uint32_t base_code(uint8_t c)
-{
-    switch (c | 0x20) {
-    case '=' | 0x20: return c == '=' ? 0 : 15;
-    case 'a': return 1;
-    case 'c': return 2;
-    case 'm': return 3;
-    case 'g': return 4;
-    case 'r': return 5;
-    case 's': return 6;
-    case 'v': return 7;
-    case 't': return 8;
-    case 'w': return 9;
-    case 'y': return 10;
-    case 'h': return 11;
-    case 'k': return 12;
-    case 'd': return 13;
-    case 'b': return 14;
-    default: return 15;
-    }
-}
+/* BAM's 4-bit base code of each byte of SEQ: "=ACMGRSVTWYHKDBN" in either case, 0-15; anything else (U
+ * included) 15, N. */
+__constant__ uint8_t BASE_CODE[256] = {
+    15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15,
+    15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15,
+    15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15,
+    15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15,  0, 15, 15,
+    15,  1, 14,  2, 13, 15, 15,  4, 11, 15, 15, 12, 15,  3, 15, 15,
+    15, 15,  5,  6,  8, 15,  7,  9, 15, 10, 15, 15, 15, 15, 15, 15,
+    15,  1, 14,  2, 13, 15, 15,  4, 11, 15, 15, 12, 15,  3, 15, 15,
+    15, 15,  5,  6,  8, 15,  7,  9, 15, 10, 15, 15, 15, 15, 15, 15,
+    15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15,
+    15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15,
+    15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15,
+    15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15,
+    15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15,
+    15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15,
+    15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15,
+    15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15
+};
 
 /* CIGAR op letter to its BAM code (MIDNSHP=X -> 0..8), -1 for another byte. */
 __device__ __forceinline__ int cigar_op(uint8_t c)
@@ -482,11 +483,19 @@ __device__ long long encode_record(const uint8_t *s, const uint8_t *e, const uin
             out[36 + k] = field[0][k];
         out[36 + l_name] = 0;
         uint8_t *seq = out + 36 + l_name + 1 + 4 * n_cigar;
-        for (long long k = 0; k < l_seq; k += 2)
-            seq[k / 2] = (uint8_t)(base_code(field[9][k]) << 4 | (k + 1 < l_seq ? base_code(field[9][k + 1]) : 0));
+        const uint8_t *bases = field[9], *quals = field[10];
+        long long k = 0;
+        for (; k + 1 < l_seq; k += 2)
+            seq[k / 2] = (uint8_t)(BASE_CODE[bases[k]] << 4 | BASE_CODE[bases[k + 1]]);
+        if (k < l_seq)
+            seq[k / 2] = (uint8_t)(BASE_CODE[bases[k]] << 4);
         uint8_t *qual = seq + (l_seq + 1) / 2;
-        for (long long k = 0; k < l_seq; k++)
-            qual[k] = no_qual ? 0xFF : (uint8_t)(field[10][k] - 33);
+        if (no_qual)
+            for (k = 0; k < l_seq; k++)
+                qual[k] = 0xFF;
+        else
+            for (k = 0; k < l_seq; k++)
+                qual[k] = (uint8_t)(quals[k] - 33);
         *key = record_key(ref, pos, (uint32_t)flag);
     }
 #undef END

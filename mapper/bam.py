@@ -68,6 +68,7 @@ MIN_SORT_MEMORY = 64 << 10
 BLOCK_DATA = 65280  # input bytes per BGZF block, as htslib: a stored block of that size still fits
 BLOCKS_PER_TASK = 8
 SLICE = 16 << 20  # SAM text encoded per kernel launch: bounds the encoder's memory whatever a write holds
+SERIAL = 4096  # records below which a kernel runs on one thread
 PIECE = 4 << 20  # record bytes per piece of a sort run (fewer for a small memory budget)
 EOF_BLOCK = bytes.fromhex("1f8b08040000000000ff0600424302001b0003000000000000000000")
 _HEADER = struct.Struct("<4BI2BH2BHH")  # gzip member header with the BC extra field (block size - 1)
@@ -145,6 +146,11 @@ class _Encoder:
         self._name_id = np.array(order or [0], np.int32)
         self._refs = (self._names, self._name_at, self._name_id, len(names))
 
+    def _workers(self, n):
+        """OpenMP threads for a launch over n records: one below SERIAL, where waking threads (which spin on
+        a busy machine) costs more than the records."""
+        return 1 if n < SERIAL else self._threads
+
     @staticmethod
     def lines(text):
         """The text as bytes and its line ends (ends[0] = -1, then each '\\n'), the kernels' input."""
@@ -168,7 +174,7 @@ class _Encoder:
         """Pass 1: each line's record size; BamEncodeError for the first bad line."""
         n = len(ends) - 1
         sizes = np.empty(n, np.int64)
-        self._host.launch(self._sizes, n, data, ends, np.int64(n), *self._refs, sizes, workers=self._threads)
+        self._host.launch(self._sizes, n, data, ends, np.int64(n), *self._refs, sizes, workers=self._workers(n))
         bad = np.flatnonzero(sizes < 0)
         if len(bad):
             i = int(bad[0])
@@ -181,7 +187,7 @@ class _Encoder:
         n = len(ends) - 1
         keys = np.empty(n, np.uint64)
         self._host.launch(self._records, n, data, ends, np.int64(n), *self._refs, at, out, keys,
-                          workers=self._threads)
+                          workers=self._workers(n))
         return keys
 
     def encode(self, data, ends):
@@ -199,7 +205,7 @@ class _Encoder:
         np.cumsum(length, out=at[1:])
         out = np.empty(max(int(at[-1]), 1), np.uint8)
         self._host.launch(self._gather, len(length), address, length, at, np.int64(len(length)), out,
-                          workers=self._threads)
+                          workers=self._workers(len(length)))
         return out[:int(at[-1])]
 
 

@@ -13,12 +13,10 @@ import subprocess
 
 import pytest
 
-from conftest import MEASLES, READS, SHIGELLA, need_tool
+from conftest import MEASLES, MEASLES_PAIR, SHIGELLA, SHIGELLA_PAIR, first_reads, need_tool
 from mapper import bam
 from mapper.errors import InputError
 
-MEASLES_PAIR = [READS / f"measles_Hm2_HiSeq_R{k}.fastq.gz" for k in (1, 2)]
-SHIGELLA_PAIR = [READS / f"shigella_dysenteriae_ERR6005894_R{k}.fastq.gz" for k in (1, 2)]
 RG = r"@RG\tID:run1\tSM:sample\tPL:ILLUMINA"
 
 
@@ -31,21 +29,13 @@ def stream(path):
     return gzip.decompress(path.read_bytes())
 
 
-def head(path, n, out):
-    """The first n reads of a gzip FASTQ as a plain file (enough to cover many loci quickly)."""
-    with gzip.open(path, "rt") as source, open(out, "w") as target:
-        for _ in range(4 * n):
-            target.write(source.readline())
-    return out
-
-
 @pytest.fixture(scope="module")
 def gkmap_sams(tmp_path_factory, shared):
     """SAM files written by gkmap on real data: measles single-end with a read group, measles and Shigella
     paired-end (mates, negative TLEN, unmapped mates)."""
     from mapper.cli import main
     folder = tmp_path_factory.mktemp("sams")
-    shig = [head(p, 3000, folder / f"shig{k}.fq") for k, p in enumerate(SHIGELLA_PAIR)]
+    shig = [first_reads(p, 3000, folder / f"shig{k}.fq") for k, p in enumerate(SHIGELLA_PAIR)]
     runs = {"measles": ["-R", RG, MEASLES, MEASLES_PAIR[0]],
             "measles_pe": ["--pe", MEASLES, *MEASLES_PAIR],
             "shigella_pe": ["--pe", "--index", folder / "shig.gkx", SHIGELLA, *shig]}
