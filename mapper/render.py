@@ -33,6 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mapper import sam_kernel
 from mapper.align import describe
 from mapper.outputs import remove_stale, temp_prefix
 from mapper.reads import ReadBatch
@@ -88,15 +89,29 @@ class Rendered:
     output_s: float     # seconds spent formatting records
 
 
-def render(batch, rows, maps, reference, best, max_records, want_unmapped, read_group=None):
-    """SAM text of `batch` from its verified mappings (`rows`: its StrandRows); `read_group`: -R's ID."""
+def render(batch, rows, maps, reference, best, max_records, want_unmapped, read_group=None, threads=1,
+           compiled=None):
+    """SAM text of `batch` from its verified mappings (`rows`: its StrandRows); `read_group`: -R's ID.
+
+    The records (CIGAR, MD and text) are written by kernels/render.cu on `threads` threads (sam_kernel.py)
+    where a C++ compiler is present, else by the numpy renderer (align.describe, sam.batch_records), which
+    states the same rules and is the tests' oracle; `compiled` forces one or the other (None: the first
+    where it can run). Render processes keep to one thread each: they are the parallelism."""
     t0 = time.perf_counter()
     found = batch_loci(rows, maps, len(batch), reference)
     loci, read, strand = cap_records(found, best, max_records)
-    cigars, mds, nms = describe(rows, loci, reference)
-    t1 = time.perf_counter()
     mapq, second = read_scores(found.read, found.loci.edits, len(batch), rows.e[:len(batch)])
-    sam = batch_records(batch, reference, read, strand, loci, cigars, mds, nms, found.nh, mapq, second, read_group)
+    if compiled is None:
+        compiled = sam_kernel.available()
+    if compiled:
+        t1 = time.perf_counter()
+        sam = sam_kernel.records_text(batch, reference, read, strand, loci, found.nh, mapq, second, read_group,
+                                      threads)
+    else:
+        cigars, mds, nms = describe(rows, loci, reference)
+        t1 = time.perf_counter()
+        sam = batch_records(batch, reference, read, strand, loci, cigars, mds, nms, found.nh, mapq, second,
+                            read_group)
     unmapped = unmapped_records(batch, np.flatnonzero(found.nh == 0)) if want_unmapped else ""
     return Rendered(sam, unmapped, found.nh, len(loci), t1 - t0, time.perf_counter() - t1)
 
