@@ -9,7 +9,9 @@
  * names[name_at[k], name_at[k + 1])), sorted bytewise, and `name_id` int32 [n_ref], the @SQ rank (refID) of
  * the k-th sorted name, so RNAME and RNEXT are found by binary search.
  *
- * Two passes share one parser (encode_record), so the sizes and the bytes cannot disagree:
+ * The lines are found first: line_counts counts the '\n' of each segment of `seg` bytes, the host takes the
+ * exclusive prefix sum of the counts, and line_ends writes each segment's newline positions from there.
+ * Two passes then share one parser (encode_record), so the sizes and the bytes cannot disagree:
  *   1. bam_sizes: sizes[i] = bytes of record i's BAM encoding (block_size included), or -code for a line
  *      that is not a SAM record gkmap can encode (codes below; mapper/bam.py words them);
  *   2. the host takes the exclusive prefix sum of sizes (numpy's cumsum), then bam_records writes record i at
@@ -60,6 +62,59 @@ __device__ __forceinline__ void put32(uint8_t *p, uint32_t v)
     p[1] = (uint8_t)(v >> 8);
     p[2] = (uint8_t)(v >> 16);
     p[3] = (uint8_t)(v >> 24);
+}
+
+/* Eight bytes at p as a little-endian word, p at any alignment (on the host one unaligned load). */
+__device__ __forceinline__ unsigned long long load8(const uint8_t *p)
+{
+#ifdef GKMAP_HOST
+    unsigned long long v;
+    __builtin_memcpy(&v, p, 8);
+    return v;
+#else
+    unsigned long long v = 0;
+    for (int k = 7; k >= 0; k--)
+        v = v << 8 | p[k];
+    return v;
+#endif
+}
+
+/* The top bit of exactly the bytes of x equal to c: y = x ^ (c in every byte) is zero there; adding 0x7f to
+ * each byte's low 7 bits of y carries into its top bit unless they are zero, and y's own top bit is or-ed
+ * in; no carry crosses a byte (0x7f + 0x7f < 0x100). */
+__device__ __forceinline__ unsigned long long bytes_equal(unsigned long long x, uint8_t c)
+{
+    const unsigned long long low7 = 0x7F7F7F7F7F7F7F7FULL, y = x ^ (0x0101010101010101ULL * c);
+    return ~(((y & low7) + low7) | y | low7);
+}
+
+/* How many bytes have their top bit set in a bytes_equal word (a multiply sums the bytes into the top one). */
+__device__ __forceinline__ int count_bytes(unsigned long long bits)
+{
+    return (int)(((bits >> 7) * 0x0101010101010101ULL) >> 56);
+}
+
+/* The index (0-7) of the lowest byte whose top bit is set in a nonzero bytes_equal word. */
+__device__ __forceinline__ int lowest_byte(unsigned long long bits)
+{
+#ifdef __CUDACC__
+    return (__ffsll((long long)bits) - 1) >> 3;
+#else
+    return __builtin_ctzll(bits) >> 3;
+#endif
+}
+
+/* The first tab of [p, e), or e: a word at a time. */
+__device__ __forceinline__ const uint8_t *next_tab(const uint8_t *p, const uint8_t *e)
+{
+    for (; p + 8 <= e; p += 8) {
+        const unsigned long long bits = bytes_equal(load8(p), '\t');
+        if (bits)
+            return p + lowest_byte(bits);
+    }
+    while (p < e && *p != '\t')
+        p++;
+    return p;
 }
 
 /* [p, q) as a decimal without sign: false when empty, with a non-digit, or above `max`. */
@@ -374,9 +429,8 @@ __device__ long long encode_record(const uint8_t *s, const uint8_t *e, const uin
     const uint8_t *field[12];  /* field k is [field[k], field[k + 1] - 1) for k < 11 */
     int nf = 0;
     field[nf++] = s;
-    for (const uint8_t *c = s; c < e && nf < 12; c++)
-        if (*c == '\t')
-            field[nf++] = c + 1;
+    for (const uint8_t *c = next_tab(s, e); c < e && nf < 12; c = next_tab(c + 1, e))
+        field[nf++] = c + 1;
     if (nf < 11)
         return -BAM_BAD_FIELDS;
     const uint8_t *qual_end = e;
@@ -449,16 +503,16 @@ __device__ long long encode_record(const uint8_t *s, const uint8_t *e, const uin
     const bool no_qual = END(10) - field[10] == 1 && field[10][0] == '*';
     if (!no_qual && END(10) - field[10] != l_seq)
         return -BAM_BAD_QUAL;
+    bool low = false;  /* no early exit: the loop vectorises */
     for (long long k = 0; k < l_seq && !no_qual; k++)
-        if (field[10][k] < '!')
-            return -BAM_BAD_QUAL;
+        low |= field[10][k] < '!';
+    if (low)
+        return -BAM_BAD_QUAL;
     const long long fixed = 36 + l_name + 1 + 4 * n_cigar + (l_seq + 1) / 2 + l_seq;
     long long size = fixed;
     /* tags, from the 12th field on */
     for (const uint8_t *t = field[11]; t < e;) {
-        const uint8_t *te = t;
-        while (te < e && *te != '\t')
-            te++;
+        const uint8_t *te = next_tab(t, e);
         const long long bytes = encode_tag(t, te, out ? out + size : 0);
         if (bytes < 0)
             return -BAM_BAD_TAG;
@@ -500,6 +554,41 @@ __device__ long long encode_record(const uint8_t *s, const uint8_t *e, const uin
     }
 #undef END
     return size;
+}
+
+/* One thread per segment s of `seg` bytes of text[0, nbytes): counts[s] = its '\n' bytes, a word at a time. */
+extern "C" __global__ void line_counts(const uint8_t *text, long long nbytes, long long seg, long long *counts)
+{
+    const long long s = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const long long lo = s * seg;
+    if (lo >= nbytes)
+        return;
+    const long long hi = lo + seg < nbytes ? lo + seg : nbytes;
+    long long c = 0, k = lo;
+    for (; k + 8 <= hi; k += 8)
+        c += count_bytes(bytes_equal(load8(text + k), '\n'));
+    for (; k < hi; k++)
+        c += text[k] == '\n';
+    counts[s] = c;
+}
+
+/* One thread per segment s: the positions of its '\n' bytes, in order, at ends[first[s]] on. */
+extern "C" __global__ void line_ends(const uint8_t *text, long long nbytes, long long seg, const long long *first,
+                                     long long *ends)
+{
+    const long long s = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const long long lo = s * seg;
+    if (lo >= nbytes)
+        return;
+    const long long hi = lo + seg < nbytes ? lo + seg : nbytes;
+    long long *out = ends + first[s];
+    long long k = lo;
+    for (; k + 8 <= hi; k += 8)
+        for (unsigned long long bits = bytes_equal(load8(text + k), '\n'); bits; bits &= bits - 1)
+            *out++ = k + lowest_byte(bits);
+    for (; k < hi; k++)
+        if (text[k] == '\n')
+            *out++ = k;
 }
 
 /* Pass 1. One thread per line: its record's size, or -code. */

@@ -68,7 +68,8 @@ MIN_SORT_MEMORY = 64 << 10
 BLOCK_DATA = 65280  # input bytes per BGZF block, as htslib: a stored block of that size still fits
 BLOCKS_PER_TASK = 8
 SLICE = 16 << 20  # SAM text encoded per kernel launch: bounds the encoder's memory whatever a write holds
-SERIAL = 4096  # records below which a kernel runs on one thread
+SERIAL = 4096  # records (or segments) below which a kernel runs on one thread
+SEG = 4096  # bytes of text per thread of the line finder
 PIECE = 4 << 20  # record bytes per piece of a sort run (fewer for a small memory budget)
 EOF_BLOCK = bytes.fromhex("1f8b08040000000000ff0600424302001b0003000000000000000000")
 _HEADER = struct.Struct("<4BI2BH2BHH")  # gzip member header with the BC extra field (block size - 1)
@@ -138,6 +139,8 @@ class _Encoder:
         self._sizes = host.function("sam_to_bam.cu", "bam_sizes")
         self._records = host.function("sam_to_bam.cu", "bam_records")
         self._gather = host.function("sam_to_bam.cu", "gather_records")
+        self._line_counts = host.function("sam_to_bam.cu", "line_counts")
+        self._line_ends = host.function("sam_to_bam.cu", "line_ends")
         names, _ = references(header_text)
         order = sorted(range(len(names)), key=names.__getitem__)
         self._names = np.frombuffer(b"".join(names[k] for k in order) or b"\0", np.uint8)
@@ -151,14 +154,22 @@ class _Encoder:
         a busy machine) costs more than the records."""
         return 1 if n < SERIAL else self._threads
 
-    @staticmethod
-    def lines(text):
+    def lines(self, text):
         """The text as bytes and its line ends (ends[0] = -1, then each '\\n'), the kernels' input."""
         data = np.frombuffer(text, np.uint8)
+        nseg = -(-len(data) // SEG)
+        counts = np.empty(nseg, np.int64)
+        self._host.launch(self._line_counts, nseg, data, np.int64(len(data)), np.int64(SEG), counts,
+                          workers=self._workers(nseg))
+        first = np.cumsum(counts) - counts
+        ends = np.empty(int(counts.sum()) + 1, np.int64)
+        ends[0] = -1
+        self._host.launch(self._line_ends, nseg, data, np.int64(len(data)), np.int64(SEG), first, ends[1:],
+                          workers=self._workers(nseg))
         if len(data) and data[-1] != 10:
-            raise BamEncodeError(int(np.count_nonzero(data == 10)), "the last line has no '\\n'",
-                                 bytes(data[-200:]).decode(errors="replace"))
-        return data, np.concatenate(([-1], np.flatnonzero(data == 10)))
+            raise BamEncodeError(len(ends) - 1, "the last line has no '\\n'",
+                                 bytes(data[ends[-1] + 1:][:200]).decode(errors="replace"))
+        return data, ends
 
     @staticmethod
     def slices(ends):
