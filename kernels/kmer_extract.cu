@@ -5,6 +5,7 @@
  * letter; CODE_SKIP (a newline, a header byte: no code) and CODE_ODD (a byte the fast rules cannot place:
  * white space, '#' starting a line, non-ASCII) come from mapper/kmers/fasta.py, whose `fast_codes` these
  * kernels follow exactly. A block with an odd byte is parsed again on the host (fasta.general_codes).
+ * FASTQ text: the same with mapper/kmers/fastq.py's rules (fastq_* below).
  *
  * Keys: a k-mer is C = ceil(k/32) uint64 channels; channel c holds bases 32c .. min(32c+32, k) - 1, first
  * base most significant, right-aligned; channel-major output (channel c of key i at keys[c * stride + i]).
@@ -98,6 +99,57 @@ extern "C" __global__ void keep_compact(const u8 *codes, u32 n, const u32 *out_a
 }
 
 /* ---------------------------------------------------------------------------------------------------------
+ * FASTQ text (whole 4-line records, cut by mapper/kmers/reading.py), one thread per byte, with the rules of
+ * mapper/kmers/fastq.py's fastq_codes (which the host runs where a block is not plain):
+ *   newline_flags  flags[i] = 1 at a newline; the host scans them into line_of (the line of each byte) and
+ *                  the number of lines, and takes the block itself unless it is a multiple of four ending in
+ *                  a newline;
+ *   fastq_bytes    a byte of a sequence line (line % 4 == 1): ACGT either case -> 0..3, anything else -> N,
+ *                  its newline -> N (the separator after the read); a byte of any other line -> SKIP. The
+ *                  newline ending line j sets ends[j] = i. What fastq.py would not take plainly sets *odd:
+ *                  '\r' or a byte >= 0x80 anywhere, a header line not starting with '@', a third line that
+ *                  is not a bare '+';
+ *   fastq_records  thread r: record r's sequence and quality lines have the same length
+ *                  (ends[4r+1] - ends[4r] == ends[4r+3] - ends[4r+2]), else *odd = 1.
+ * The kept codes are then compacted by keep_flags / scan / keep_compact, as for FASTA.
+ * ------------------------------------------------------------------------------------------------------- */
+
+extern "C" __global__ void newline_flags(const u8 *text, u32 n, u32 *flags)
+{
+    u32 i = blockIdx.x * BLOCK + threadIdx.x;
+    if (i < n)
+        flags[i] = text[i] == '\n';
+}
+
+extern "C" __global__ void fastq_bytes(const u8 *text, u32 n, const u32 *line_of, u8 *codes, u32 *ends,
+                                       u32 *odd)
+{
+    u32 i = blockIdx.x * BLOCK + threadIdx.x;
+    if (i >= n)
+        return;
+    u8 b = text[i], upper = b & 0xDF;
+    u32 line = line_of[i], role = line % 4;
+    bool line_start = i == 0 || text[i - 1] == '\n';
+    if (b == '\n')
+        ends[line] = i;
+    if (b == '\r' || b >= 0x80 || (line_start && role == 0 && b != '@')
+        || (line_start && role == 2 && (b != '+' || i + 1 >= n || text[i + 1] != '\n')))
+        *odd = 1;
+    u8 code = CODE_SKIP;
+    if (role == 1)
+        code = upper == 'A' ? CODE_A : upper == 'C' ? CODE_C : upper == 'G' ? CODE_G
+                   : upper == 'T' ? CODE_T : CODE_N;
+    codes[i] = code;
+}
+
+extern "C" __global__ void fastq_records(const u32 *ends, u32 records, u32 *odd)
+{
+    u32 r = blockIdx.x * BLOCK + threadIdx.x;
+    if (r < records && ends[4 * r + 1] - ends[4 * r] != ends[4 * r + 3] - ends[4 * r + 2])
+        *odd = 1;
+}
+
+/* ---------------------------------------------------------------------------------------------------------
  * k-mers of a code array of n bases, without reading k bytes per k-mer:
  *   pack_words   thread w packs bases 32w .. 32w+31 into a uint64 (first base in bits 63..62) and sets bit
  *                j of bad[w] when base 32w+j is not ACGT (bases past n count as bad). With `reverse`,
@@ -173,18 +225,24 @@ extern "C" __global__ void kmer_keys(const u64 *packed, const u64 *packed_rc, u3
             out[(size_t)c * stride] = channel_at(packed, p + 32 * c, c + 1 < channels ? 32 : last_len);
         return;
     }
-    /* canonical: decide on the first channel that differs, then write the chosen strand */
+    /* canonical: channel 0 decides (the rare tie, two strands sharing their first bases, is decided by
+     * the first channel that differs); the chosen strand is written, channel 0 without reading it again */
     u32 q = n - k - p;
-    int use_rc = 0;
-    for (u32 c = 0; c < channels; ++c) {
-        u32 len = c + 1 < channels ? 32 : last_len;
-        u64 fwd = channel_at(packed, p + 32 * c, len), rev = channel_at(packed_rc, q + 32 * c, len);
-        if (fwd != rev) {
-            use_rc = rev < fwd;
-            break;
+    u32 len0 = channels > 1 ? 32 : last_len;
+    u64 fwd0 = channel_at(packed, p, len0), rev0 = channel_at(packed_rc, q, len0);
+    int use_rc = rev0 < fwd0;
+    if (fwd0 == rev0) {
+        for (u32 c = 1; c < channels; ++c) {
+            u32 len = c + 1 < channels ? 32 : last_len;
+            u64 fwd = channel_at(packed, p + 32 * c, len), rev = channel_at(packed_rc, q + 32 * c, len);
+            if (fwd != rev) {
+                use_rc = rev < fwd;
+                break;
+            }
         }
     }
-    for (u32 c = 0; c < channels; ++c) {
+    out[0] = use_rc ? rev0 : fwd0;
+    for (u32 c = 1; c < channels; ++c) {
         u32 len = c + 1 < channels ? 32 : last_len;
         out[(size_t)c * stride] = use_rc ? channel_at(packed_rc, q + 32 * c, len) : channel_at(packed, p + 32 * c, len);
     }

@@ -3,6 +3,7 @@
 Every comparison runs jellyfish in the test on the same input and compares sorted `KMER<TAB>COUNT` dumps
 byte for byte (by SHA-256; the first differing lines are shown on failure).
 """
+import gzip
 import hashlib
 import os
 import shutil
@@ -12,6 +13,7 @@ import numpy as np
 import pytest
 
 from mapper.cli import main
+from mapper.kmers import KmerTable
 
 
 
@@ -117,6 +119,60 @@ def check_against_jellyfish(jellyfish, inputs, k, canonical, folder, *options):
         theirs = jellyfish_dump(jellyfish, inputs, k, canonical, folder, started=started)
     assert_same_dump(ours, theirs)
     return table
+
+
+@pytest.fixture(scope="session")
+def user_reads(tmp_path_factory):
+    """Reads as users give them: 100 bp reads of a 5 kb genome, a fifth N-rich (20 Ns), a seventh lower case,
+    and one read 12,000 times over (k-mers counted above 10,000); plain FASTQ and the same gzipped."""
+    rng = np.random.default_rng(12)
+    genome = rng.choice(np.frombuffer(b"ACGT", dtype=np.uint8), 5000)
+    reads = []
+    for i in range(3000):
+        start = int(rng.integers(0, len(genome) - 100))
+        seq = genome[start:start + 100].copy()
+        if i % 5 == 0:
+            seq[rng.integers(0, 100, 20)] = ord("N")
+        if i % 7 == 0:
+            seq |= 0x20
+        reads.append(seq.tobytes())
+    reads += [genome[:100].tobytes()] * 12000
+    text = b"".join(b"@r%d\n%s\n+\n%s\n" % (i, seq, b"I" * len(seq)) for i, seq in enumerate(reads))
+    folder = tmp_path_factory.mktemp("user_reads")
+    (folder / "reads.fq").write_bytes(text)
+    (folder / "reads.fq.gz").write_bytes(gzip.compress(text, compresslevel=1))
+    return folder / "reads.fq", folder / "reads.fq.gz"
+
+
+@pytest.mark.parametrize("k, canonical", [(1, True), (21, False), (31, True), (65, True), (99, False)])
+def test_user_reads_match_jellyfish_plain_and_gzip(jellyfish, user_reads, tmp_path, k, canonical):
+    """N-rich and lower-case reads, counts above 10,000: jellyfish's dump; the gzip file gives the same
+    table, byte for byte."""
+    plain, gz = user_reads
+    table = check_against_jellyfish(jellyfish, [plain], k, canonical, tmp_path)
+    with KmerTable(table) as t:
+        assert t.total >= 12000
+    (tmp_path / "gz").mkdir()
+    assert gkmap_table([gz], k, canonical, tmp_path / "gz").read_bytes() == table.read_bytes()
+
+
+@pytest.mark.parametrize("k", [25, 31, 65])
+def test_user_reads_match_kmc(user_reads, tmp_path, k):
+    """KMC 3 as a second oracle where it is installed (canonical, every count, no cap)."""
+    kmc, kmc_dump = shutil.which("kmc"), shutil.which("kmc_dump")
+    if kmc is None or kmc_dump is None:
+        pytest.skip("KMC is not installed")
+    plain, _ = user_reads
+    work = tmp_path / "kmc"
+    work.mkdir()
+    subprocess.run([kmc, f"-k{k}", "-ci1", "-cs4294967295", "-t2", "-m2", str(plain), str(tmp_path / "db"),
+                    str(work)], check=True, capture_output=True)
+    subprocess.run([kmc_dump, str(tmp_path / "db"), str(tmp_path / "kmc.txt")], check=True, capture_output=True)
+    theirs = tmp_path / "kmc.sorted"
+    with open(theirs, "wb") as f:
+        f.write(subprocess.run(["sort", str(tmp_path / "kmc.txt")], capture_output=True, check=True,
+                               env=dict(os.environ, LC_ALL="C")).stdout)
+    assert_same_dump(gkmap_dump(gkmap_table([plain], k, True, tmp_path), tmp_path), theirs)
 
 
 @pytest.mark.parametrize("canonical", [False, True], ids=["forward", "canonical"])

@@ -17,7 +17,7 @@ import pytest
 from mapper.device import cuda as real_cuda
 from mapper.device import host
 from mapper.kmers import backend as backend_module
-from mapper.kmers import gpu
+from mapper.kmers import gpu, layout
 from mapper.kmers.count import sort_count
 from mapper.kmers.counter import count_kmers
 from mapper.kmers.store import KmerTable
@@ -241,7 +241,10 @@ def host_kernels():
 @pytest.fixture(scope="module")
 def host_backend(host_kernels):
     """backend.select's cuda factory, on the host."""
-    return lambda layout, canonical, slots: gpu.CudaBackend(layout, canonical, slots, host_kernels)
+    def make(kmer_layout, canonical, slots):
+        return gpu.CudaBackend(kmer_layout, canonical, slots, host_kernels)
+    make.bytes_per_kmer = gpu.CudaBackend.bytes_per_kmer
+    return make
 
 
 def records(rng, n, max_len):
@@ -290,7 +293,7 @@ def test_host_cuda_spills_keeps_and_filters_like_cpu(host_backend, inputs, tmp_p
     """A tiny budget: runs kept weighted in the buffer (k=7: few distinct) or spilled and merged; and
     --min-count on the device; tables copied back a few bins at a time."""
     monkeypatch.setattr("mapper.kmers.counter.MIN_CAPACITY", 1 << 9)
-    monkeypatch.setattr(gpu, "GROUP_BYTES", 100)
+    monkeypatch.setattr(layout, "GROUP_BYTES", 100)
     memory = (1 << 9) * (24 * (1 + (k > 32)) + 24)
     for min_count in (1, 2):
         want = table_bytes(inputs, tmp_path / "cpu.kmers", k, canonical, backend_module.CpuBackend, memory, min_count)

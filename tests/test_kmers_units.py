@@ -182,3 +182,83 @@ def test_blocks_carry_records_across_cuts(tmp_path):
             assert block.is_text and (block.carry == bool(joined))
             joined.append(block.codes())
         assert np.array_equal(np.concatenate(joined)[1:], dnaio_codes(text))
+
+
+def random_fastq(rng, n):
+    """FASTQ records with lower case, N runs, IUPAC letters, empty reads, sometimes a last record without
+    its newline; some blocks made odd on purpose: CRLF line ends, a '+' line repeating the name."""
+    records = []
+    for r in range(n):
+        seq = rng.choice(np.frombuffer(b"ACGTacgtNNRn", dtype=np.uint8), int(rng.integers(0, 40))).tobytes()
+        plus = b"+" + (b"r%d x" % r if rng.random() < 0.05 else b"")
+        records.append(b"@r%d x\n%s\n%s\n%s\n" % (r, seq, plus, b"I" * len(seq)))
+    text = b"".join(records)
+    if rng.random() < 0.1:
+        text = text.replace(b"\n", b"\r\n")
+    if rng.random() < 0.1:
+        text = text[:-1]
+    return text
+
+
+def dnaio_fastq_codes(text):
+    import io
+
+    import dnaio
+    with dnaio.open(io.BytesIO(text), fileformat="fastq") as reader:
+        sequences = [record.sequence for record in reader]
+    return ENCODE[np.frombuffer("".join(s + "\n" for s in sequences).encode(), dtype=np.uint8)]
+
+
+def test_fastq_parser_equals_dnaio():
+    """fastq.py against dnaio record by record (each read followed by an N); the blocks it declines are the
+    odd ones, which reading.py hands to dnaio."""
+    from mapper.kmers.fastq import fastq_codes
+    rng = np.random.default_rng(8)
+    plain = 0
+    for _ in range(400):
+        text = random_fastq(rng, int(rng.integers(0, 30)))
+        codes = fastq_codes(text)
+        if codes is None:
+            assert b"\r" in text or b"\n+r" in text
+            continue
+        plain += 1
+        assert np.array_equal(codes, dnaio_fastq_codes(text)), text
+    assert plain > 150
+    assert fastq_codes(b"@a\nACGT\n+\nIII\n") is None and fastq_codes(b"@a\nACGT\n-\nIIII\n") is None
+
+
+def test_fastq_blocks_cut_whole_records(tmp_path):
+    """reading.blocks on FASTQ: blocks of whole records at any block size, whose codes (plain or via dnaio)
+    joined are the file's; a malformed record deep in the file is named by its line in the file."""
+    from mapper.errors import InputError
+    from mapper.kmers.reading import blocks
+    rng = np.random.default_rng(9)
+    text = random_fastq(rng, 30).replace(b"\r\n", b"\n").rstrip(b"\n") + b"\n@last\nACGT\n+last\nIIII\n"
+    path = tmp_path / "x.fq"
+    path.write_bytes(text)
+    for block_bytes in (1, 7, 64, 1 << 20):
+        got = [block for block in blocks([path], block_bytes)]
+        assert all(block.is_fastq and not block.carry for block in got)
+        assert np.array_equal(np.concatenate([block.codes() for block in got]), dnaio_fastq_codes(text))
+    bad = tmp_path / "bad.fq"
+    lines = text.count(b"\n")
+    bad.write_bytes(text + b"@bad\nACGT\n+\nIII\n")
+    for block_bytes in (64, 1 << 20):
+        with pytest.raises(InputError, match=f"line {lines + 4}"):
+            for block in blocks([bad], block_bytes):
+                block.codes()
+
+
+def test_host_extraction_equals_numpy():
+    """The cpu backend's k-mers come from kernels/kmer_extract.cu compiled for the host: the same keys as
+    encode.extract (numpy), forward and canonical, across the channel boundaries, with Ns."""
+    from mapper.kmers.backend import HostExtractor
+    rng = np.random.default_rng(10)
+    codes = rng.integers(0, 4, 5000, dtype=np.uint8)
+    codes[1000:1300] = np.tile(np.array([0, 1, 2, 3], dtype=np.uint8), 75)  # palindromes: strand ties
+    codes[2200:2400] = 3 - codes[2000:2200][::-1]  # a reverse-complement palindrome of 400 bases
+    codes[rng.integers(2400, 5000, 40)] = 4
+    for k in (1, 5, 31, 32, 33, 64, 65, 100, 256):
+        layout = KmerLayout(k)
+        for canonical in (False, True):
+            assert np.array_equal(HostExtractor(layout, canonical)(codes), extract(codes, layout, canonical))

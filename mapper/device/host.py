@@ -7,10 +7,11 @@ construction). Each kernel source is compiled on first use with g++ (-O3 -fopenm
 (cuda.cached_build, keyed by the sources, defines and compiler). `SHIM`, put before the source, turns
 CUDA's keywords into C++; after every `extern "C" __global__` kernel a grid entry point
 `NAME__grid(n, threads, block, args...)` is generated
-that runs the kernel body for thread indices 0..n-1 in an OpenMP loop, each OpenMP thread with its own
-blockIdx/threadIdx (blocks of BLOCK threads, as on the GPU). The kernels are written one thread per item with no
-block cooperation (tests/host_cuda.py has always run them one thread at a time), and their atomicAdd is a
-real atomic on the host (kernels/common.cuh).
+that runs the kernel body for thread indices 0..n-1 in an OpenMP loop over blocks (one block an
+iteration, its threads in order), each OpenMP thread with its own blockIdx/threadIdx (blocks of BLOCK
+threads, as on the GPU): no division per item, and thread-locals read without a call. The kernels are
+written one thread per item with no block cooperation (tests/host_cuda.py has always run them one
+thread at a time), and their atomicAdd is a real atomic on the host (kernels/common.cuh).
 """
 import ctypes
 import functools
@@ -31,10 +32,11 @@ SHIM = """
 #include <algorithm>
 using std::min;
 struct Dim { int x; };
-static thread_local Dim blockDim{1}, blockIdx{0}, threadIdx{0};
-static inline void gkmap_set_thread(long long t, int block) {
-  blockDim.x = block; blockIdx.x = (int)(t / block); threadIdx.x = (int)(t % block);
-}
+/* initial-exec: a plain load per access, not a __tls_get_addr call (the shared library is small) */
+#define GKMAP_TLS static thread_local __attribute__((tls_model("initial-exec")))
+GKMAP_TLS Dim blockDim{1};
+GKMAP_TLS Dim blockIdx{0};
+GKMAP_TLS Dim threadIdx{0};
 #define GKMAP_HOST 1
 #define __global__
 #define __host__
@@ -53,6 +55,9 @@ static inline unsigned int __brev(unsigned int x) {
 """
 _KERNEL = re.compile(r'extern "C" __global__ void (\w+)\s*\(([^)]*)\)')
 _threads = [0]  # 0: every core this process may use
+# -fno-semantic-interposition: an exported kernel may be inlined into its grid entry point (else each item
+# is a call through the PLT)
+FLAGS = ("-O3", "-fopenmp", "-shared", "-fPIC", "-fno-semantic-interposition")
 
 
 def set_threads(n):
@@ -86,9 +91,14 @@ def with_grid_entries(source_text):
         names = [re.findall(r"\w+", p)[-1] for p in _expanded(params, source_text).split(",") if p.strip()]
         out.append(source_text[done:at + 1])
         out.append(f'\nextern "C" void {name}__grid(long long gkmap_n, int gkmap_threads, int gkmap_block, {params}) {{\n'
-                   f"#pragma omp parallel for num_threads(gkmap_threads) schedule(dynamic, {BLOCK})\n"
-                   f"    for (long long gkmap_t = 0; gkmap_t < gkmap_n; ++gkmap_t) {{\n"
-                   f"        gkmap_set_thread(gkmap_t, gkmap_block);\n        {name}({', '.join(names)});\n    }}\n}}\n")
+                   f"    long long gkmap_blocks = (gkmap_n + gkmap_block - 1) / gkmap_block;\n"
+                   f"#pragma omp parallel for num_threads(gkmap_threads) schedule(dynamic, 1)\n"
+                   f"    for (long long gkmap_b = 0; gkmap_b < gkmap_blocks; ++gkmap_b) {{\n"
+                   f"        blockDim.x = gkmap_block;\n        blockIdx.x = (int)gkmap_b;\n"
+                   f"        long long gkmap_end = std::min(gkmap_n, (gkmap_b + 1) * gkmap_block);\n"
+                   f"        for (long long gkmap_t = gkmap_b * gkmap_block; gkmap_t < gkmap_end; ++gkmap_t) {{\n"
+                   f"            threadIdx.x = (int)(gkmap_t - gkmap_b * gkmap_block);\n"
+                   f"            {name}({', '.join(names)});\n        }}\n    }}\n}}\n")
         done = at + 1
     out.append(source_text[done:])
     return "".join(out)
@@ -111,8 +121,8 @@ def _library(source, defines):
     with tempfile.TemporaryDirectory(prefix="gkmap-host-") as tmp:
         cpp = Path(tmp) / f"{Path(source).stem}.cpp"
         cpp.write_text(shim)
-        binary = cached_build(source, defines, ("host", compiler, os.stat(compiler).st_mtime_ns, shim), ".so",
-                              lambda out: [compiler, "-O3", "-fopenmp", "-shared", "-fPIC", f"-I{KERNEL_DIR}",
+        binary = cached_build(source, defines, ("host", compiler, os.stat(compiler).st_mtime_ns, FLAGS, shim), ".so",
+                              lambda out: [compiler, *FLAGS, f"-I{KERNEL_DIR}",
                                            *(f"-D{k}={v}" for k, v in defines), "-o", out, str(cpp)])
         built = Path(tmp) / "lib.so"
         built.write_bytes(binary)

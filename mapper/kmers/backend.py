@@ -1,17 +1,22 @@
 """The backends of `gkmap kmers count`: where phase 1 (blocks -> sorted, counted runs) and the encoding of a run
 into table bytes happen. counter.py drives either one through the same methods:
 
-    add(block)           the k-mers of a reading.Block into the buffer (`buffered` grows)
+    bytes_per_kmer(C)    what one buffered k-mer of C channels costs at the peak of reduce() (the budget)
+    add(block)           the k-mers of a reading.Block into the buffer (`buffered` grows: a bound, or exact)
+    settle() -> n        the exact number of k-mers in the buffer (waits for work in flight)
     reduce() -> run      sort + run-length encoding of the buffer (emptied): distinct keys and counts
     keep(run)            a (small) run back into the buffer, its counts as weights
+    merge(runs) -> run   runs held in memory merged into one (None where it would not fit the budget)
     encode(run, min_count) -> EncodedTable     the table's bins, bytes as store.py writes them
     memory_run(run)      the run as a merge input (read_bin), when runs were spilled
     sort_count(keys, weights)                  count.sort_count, for the per-bin merge of spilled runs
 
-- `CpuBackend` (numpy): blocks are parsed (fasta.py) and cut into pieces of PIECE bases, whose k-mers are
-  extracted (encode.py) and sorted (count.py) or, for several channels, grouped by bin, each piece a task
-  of a thread pool (numpy releases the GIL in its loops). reduce() then sorts and counts bin by bin, a
-  task per bin over the bin's slices of all pieces, and encode() compresses bin by bin (codec.py).
+- `CpuBackend`: blocks are parsed (fasta.py, fastq.py) and cut into pieces of PIECE bases, whose k-mers are
+  built by the cuda backend's own kernels (kernels/kmer_extract.cu: pack_words, kmer_flags, kmer_keys),
+  compiled as host C++ by mapper.device.host, and grouped by bin (a stable byte sort), each piece a task
+  of a thread pool (the compiled kernels and numpy release the GIL). reduce() then sorts and counts bin by
+  bin, a task per bin over the bin's slices of all pieces (one np.sort per bin: the only sort a k-mer
+  goes through), and encode() compresses bin by bin (codec.py).
 - `CudaBackend` (gpu.py): the same on the GPU, the host only reading and writing files.
 
 `select(device)` picks one; pycuda is imported only when cuda is chosen (mapper.device.cuda).
@@ -19,16 +24,16 @@ into table bytes happen. counter.py drives either one through the same methods:
 import os
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
 
 import numpy as np
 
-from mapper.device import cuda_available
+from mapper.device import cuda_available, host
+from mapper.device.cuda import BLOCK
 from mapper.errors import UsageError
-from mapper.kmers import codec
-from mapper.kmers.binning import bin_bits, bin_bounds, bin_of
+from mapper.kmers.binning import bin_bits, shift_of
 from mapper.kmers.count import sort_count
-from mapper.kmers.encode import extract
+from mapper.kmers.fasta import CODE_ODD, CODE_SKIP
+from mapper.kmers.layout import HostCodec, encode_table
 
 PIECE = 1 << 22      # bases per extraction task of the cpu backend
 PARSE_AHEAD = 2      # text blocks parsed ahead of the one being cut into pieces
@@ -50,57 +55,78 @@ def _done(value):
     return future
 
 
-@dataclass
-class EncodedTable:
-    """A table's bins as bytes: per bin its number of k-mers, the lengths of its counts stream and k-mer
-    stream, and the sum of all counts; `groups` yields (first bin, [buffers of each bin]) in bin order, the
-    buffers of a bin being its data (counts stream then k-mer stream) in pieces. A generator lets the cuda
-    backend copy a group back from the device while the one before is being written."""
-
-    n: np.ndarray            # int64 [bins]
-    count_bytes: np.ndarray  # int64 [bins]
-    key_bytes: np.ndarray    # int64 [bins]
-    total: int
-    groups: object
-
-    @classmethod
-    def empty(cls, bins):
-        zeros = np.zeros(bins, dtype=np.int64)
-        return cls(zeros, zeros, zeros, 0, [])
-
-
 class BinnedRun:
-    """A sorted, counted run held bin by bin: bins[b] = (keys uint64 [C, n_b], counts uint64 [n_b])."""
+    """A sorted, counted run held bin by bin: bins[b] = (keys uint64 [C, n_b], counts uint64 [n_b]). Its
+    length (distinct k-mers) is fixed when made: encode() and merge() let its bins go one by one."""
 
     def __init__(self, bins):
         self.bins = bins
+        self.distinct = sum(len(counts) for _, counts in bins)
 
     def __len__(self):
-        return sum(len(counts) for _, counts in self.bins)
+        return self.distinct
 
     def read_bin(self, b):
         return self.bins[b]
 
 
-def _encode_bin(keys, counts, min_count):
-    if min_count > 1:
-        keep = counts >= np.uint64(min_count)
-        keys, counts = keys[:, keep], counts[keep]
-    if not len(counts):
-        return 0, (), 0, 0, 0
-    count_data = codec.encode_counts(counts).astype("<u8").tobytes()
-    key_data = codec.encode_keys(keys).tobytes()
-    return len(counts), (count_data, key_data), len(count_data), len(key_data), int(counts.sum(dtype=np.uint64))
+class HostExtractor:
+    """kernels/kmer_extract.cu's k-mer building (the cuda backend's kernels) compiled for the host: codes of a
+    piece -> keys uint64 [C, m] in order of position, each launch on one OpenMP thread (the pool runs the
+    pieces side by side). Same contract as encode.extract, which stays as the slow, readable twin."""
+
+    def __init__(self, layout, canonical):
+        self.k, self.C, self.canonical = layout.k, layout.channels, canonical
+        defines = dict(BLOCK=BLOCK, CODE_SKIP=CODE_SKIP, CODE_ODD=CODE_ODD)
+        self.fn = {name: host.function("kmer_extract.cu", name, **defines)
+                   for name in ("pack_words", "kmer_flags", "kmer_keys")}
+
+    def _launch(self, name, n, *args):
+        host.launch(self.fn[name], n, *args, workers=1)
+
+    def __call__(self, codes):
+        k, n = self.k, len(codes)
+        windows = n - k + 1
+        if windows <= 0:
+            return np.empty((self.C, 0), dtype=np.uint64)
+        codes = np.ascontiguousarray(codes, dtype=np.uint8)
+        words = -(-n // 32) + 1
+        packed, bad = np.empty(words, dtype=np.uint64), np.empty(words, dtype=np.uint32)
+        self._launch("pack_words", words, codes, np.uint32(n), np.uint32(words), np.uint32(0), packed, bad)
+        packed_rc = np.uint64(0)  # a null pointer: forward k-mers only
+        if self.canonical:
+            packed_rc, bad_rc = np.empty(words, dtype=np.uint64), np.empty(words, dtype=np.uint32)
+            self._launch("pack_words", words, codes, np.uint32(n), np.uint32(words), np.uint32(1), packed_rc, bad_rc)
+        flags = np.empty(windows, dtype=np.uint32)
+        self._launch("kmer_flags", windows, bad, np.uint32(windows), np.uint32(k), flags)
+        out_at = np.cumsum(flags, dtype=np.uint32)
+        found = int(out_at[-1])
+        out_at -= flags
+        keys = np.empty((self.C, found), dtype=np.uint64)
+        if found:
+            self._launch("kmer_keys", windows, packed, packed_rc, np.uint32(n), np.uint32(k), np.uint32(self.C),
+                         flags, out_at, np.uint32(windows), keys, np.uint32(found))
+        return keys
 
 
 class CpuBackend:
-    """numpy, with a thread pool over pieces of input and over bins (module docstring)."""
+    """Compiled extraction and numpy sorting, with a thread pool over pieces of input and over bins (module
+    docstring)."""
 
     name = "cpu"
+
+    @staticmethod
+    def bytes_per_kmer(channels):
+        """The pieces' keys (8 C) and the run they become, at most one distinct k-mer per k-mer (8 C + 8);
+        a bin's sort copy is one bin's worth, within the constant."""
+        return 16 * channels + 8
 
     def __init__(self, layout, canonical, capacity=None):
         self.layout, self.canonical, self.k = layout, canonical, layout.k
         self.bins = 2 ** bin_bits(self.k)
+        self.shift = np.uint64(shift_of(self.k))
+        self.extract = HostExtractor(layout, canonical)
+        self.codec = HostCodec()
         self.parsing = deque()  # (future codes, carry) of text blocks, in input order
         self.pieces = []        # futures of (keys grouped by bin, bounds [bins + 1], weights or None)
         self.tail = np.empty(0, dtype=np.uint8)  # the last k - 1 codes of the previous block
@@ -109,9 +135,17 @@ class CpuBackend:
 
     def add(self, block):
         self.parsing.append((pool().submit(block.codes), block.carry))
-        self.buffered += len(block.data)
+        self.buffered += block.max_bases
         while len(self.parsing) > PARSE_AHEAD:
             self._cut_next()
+
+    def settle(self):
+        """The buffer's exact k-mer count: `buffered` counts a block's bases, which for reads overstates
+        their k-mers by k - 1 per read (and by the Ns); the budget is checked against this instead."""
+        while self.parsing:
+            self._cut_next()
+        self.buffered = sum(future.result()[0].shape[1] for future in self.pieces)
+        return self.buffered
 
     def _cut_next(self):
         future, carry = self.parsing.popleft()
@@ -123,13 +157,11 @@ class CpuBackend:
             self.pieces.append(pool().submit(self._piece, codes[start:start + PIECE + self.k - 1]))
 
     def _piece(self, codes):
-        """A piece's k-mers grouped by bin (sorted, for one channel: numpy's sort is fastest there)."""
-        keys = extract(codes, self.layout, self.canonical)
-        if keys.shape[0] == 1:
-            keys = np.sort(keys, axis=1)
-            return keys, bin_bounds(keys, self.k), None
-        bins = bin_of(keys, self.k).astype(np.uint8)  # bin_bits <= 8
-        keys = np.take(keys, np.argsort(bins, kind="stable"), axis=1)  # numpy radix-sorts bytes
+        """A piece's k-mers grouped by bin (numpy's stable sort of bytes is a radix sort; a scatter kernel
+        with an atomic per key was slower on the host, each atomic draining the store buffer)."""
+        keys = self.extract(codes)
+        bins = (keys[0] >> self.shift).astype(np.uint8)  # bin_bits <= 8
+        keys = np.take(keys, np.argsort(bins, kind="stable"), axis=1)
         bounds = np.concatenate(([0], np.cumsum(np.bincount(bins, minlength=self.bins))))
         return keys, bounds, None
 
@@ -157,11 +189,33 @@ class CpuBackend:
         bounds = np.concatenate(([0], np.cumsum([len(counts) for _, counts in run.bins])))
         self.pieces, self.buffered = [_done((keys, bounds, counts))], len(counts)
 
+    def merge(self, runs):
+        """Runs held in memory merged bin by bin (their counts as weights), a task per bin; each bin of the
+        inputs is let go once merged, so the peak is the runs plus one bin."""
+        def merge_bin(b):
+            parts = [run.bins[b] for run in runs]
+            for run in runs:
+                run.bins[b] = None
+            return sort_count(np.concatenate([keys for keys, _ in parts], axis=1),
+                              np.concatenate([counts for _, counts in parts]))
+        return BinnedRun(list(pool().map(merge_bin, range(self.bins))))
+
     def encode(self, run, min_count=1):
-        bins = list(pool().map(lambda kc: _encode_bin(*kc, min_count), run.bins))
-        n, parts, count_bytes, key_bytes, totals = zip(*bins)
-        return EncodedTable(np.array(n, dtype=np.int64), np.array(count_bytes, dtype=np.int64),
-                            np.array(key_bytes, dtype=np.int64), sum(totals), [(0, list(parts))])
+        """The run's table bins by kernels/kmer_codec.cu compiled for the host (layout.py). The bins are
+        gathered into one channel-major array one by one, each let go once copied (filtered by
+        min_count), so the peak is the run plus one bin."""
+        kept = [counts >= np.uint64(min_count) for _, counts in run.bins] if min_count > 1 else None
+        u = sum(len(counts) if kept is None else int(kept[b].sum()) for b, (_, counts) in enumerate(run.bins))
+        keys, counts = np.empty((self.layout.channels, u), dtype=np.uint64), np.empty(u, dtype=np.uint64)
+        at = 0
+        for b, (bin_keys, bin_counts) in enumerate(run.bins):
+            if kept is not None:
+                bin_keys, bin_counts = bin_keys[:, kept[b]], bin_counts[kept[b]]
+            keys[:, at:at + len(bin_counts)], counts[at:at + len(bin_counts)] = bin_keys, bin_counts
+            at += len(bin_counts)
+            run.bins[b] = None
+        return encode_table(self.codec, keys.reshape(-1).view(np.uint8), counts.view(np.uint8), u,
+                            self.layout.channels, self.k)
 
     def memory_run(self, run):
         return run
@@ -178,4 +232,8 @@ def select(device):
         raise UsageError("--device cuda: no CUDA GPU or no pycuda here (install gkmap[gpu]); use --device cpu")
     from mapper.kmers.gpu import CudaBackend, CudaKernels
     kernels = CudaKernels()
-    return (lambda layout, canonical, capacity: CudaBackend(layout, canonical, capacity, kernels)), "cuda"
+
+    def make_cuda(layout, canonical, capacity):
+        return CudaBackend(layout, canonical, capacity, kernels)
+    make_cuda.bytes_per_kmer = CudaBackend.bytes_per_kmer
+    return make_cuda, "cuda"

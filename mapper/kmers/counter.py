@@ -1,17 +1,23 @@
 """The counting pipeline, SNCGPU's two phases, within a memory budget.
 
 Phase 1, per block of input (reading.py): the backend (backend.py: cpu or cuda) parses it and extracts its
-k-mers into a buffer. When the buffer holds `capacity` k-mers it is sorted and run-length encoded into a
-run. A run much smaller than the buffer (input with many repeats) stays in the buffer, weighted by its
-counts, and is merged with what comes next; a larger one is spilled to the temporary folder as a table
-(store.py), compressed per bin.
-Phase 2: when nothing was spilled (the input fitted in the budget), the last run is encoded by the backend
-(on the GPU for cuda) and written as OUT. Otherwise the spilled runs and the last run are merged bin by
-bin (merge.py) into OUT.
+k-mers into a buffer. When the buffer is full it is sorted and run-length encoded into a run. A run much
+smaller than the buffer (input with many repeats) goes back into the buffer, weighted by its counts, and
+is merged with what comes next; a larger one is held in memory, and the next buffer is smaller by what
+the held runs take. Only when the held runs leave less than a quarter of the budget to the buffer are
+they spilled to the temporary folder as tables (store.py), compressed per bin.
+Phase 2: when nothing was spilled, the runs in memory are one run (the usual case: the input fitted in
+the budget) or are merged in memory by the backend into one; that run is encoded by the backend (on the
+GPU for cuda) and written as OUT, with no merge pass over files. Otherwise the spilled runs and the runs
+in memory are merged bin by bin (merge.py) into OUT.
 
-The budget: sorting n k-mers of C channels needs about (24 C + 24) n bytes at its peak (the buffer,
-the sorted copy, the sort index and the run starts), so capacity = memory / (24 C + 24). The
-temporary folder is removed on success and on error; OUT is written atomically (outputs.atomic_path).
+The budget: `backend.bytes_per_kmer(C)` is what sorting and run-length encoding one buffered k-mer of
+C channels costs at its peak (the buffer, the sort's working copy, the run it becomes; backend.py says
+what it counts for each backend), and a held run of u distinct k-mers takes (8 C + 8) u bytes; the
+buffer holds (memory - held runs) / bytes_per_kmer k-mers. Beyond that, up to PARSE_AHEAD + 1 input blocks
+of at most MAX_BLOCK_BYTES bytes are in flight (text, codes and their k-mers' words): the documented
+constant of docs/kmers.md. The temporary folder is removed on success and on error; OUT is written
+atomically (outputs.atomic_path).
 """
 import logging
 import shutil
@@ -49,25 +55,39 @@ class KmerCounter:
     def __init__(self, k, canonical, make_backend, memory_bytes, tmp_parent):
         self.layout = KmerLayout(k)
         self.canonical = canonical
-        self.capacity = max(MIN_CAPACITY, int(memory_bytes) // (24 * self.layout.channels + 24))
+        self.memory = int(memory_bytes)
+        C = self.layout.channels
+        self.run_bytes = 8 * C + 8  # a held run's bytes per distinct k-mer
+        self.per_kmer = make_backend.bytes_per_kmer(C)
+        self.capacity = max(MIN_CAPACITY, self.memory // self.per_kmer)
         self.block_bytes = min(MAX_BLOCK_BYTES, self.capacity)
         # a block adds at most block_bytes k-mers to a buffer that holds fewer than `capacity`
         self.backend = make_backend(self.layout, canonical, self.capacity + self.block_bytes)
+        self.held = []  # sorted, counted runs kept in memory
         self.tmp_parent = tmp_parent
         self.tmp_dir = None
         self.spilled = []
         self.stats = CountStats()
 
+    def _room(self):
+        """k-mers the buffer may hold next to the held runs."""
+        held = self.run_bytes * sum(len(run) for run in self.held)
+        return max(MIN_CAPACITY, (self.memory - held) // self.per_kmer)
+
     def add_files(self, paths):
         start = time.perf_counter()
         for block in blocks(paths, self.block_bytes):
             self.backend.add(block)
-            if self.backend.buffered >= self.capacity:
+            if self.backend.buffered >= self._room() and self.backend.settle() >= self._room():
                 run = self.backend.reduce()
-                if 2 * len(run) <= self.capacity:
+                if 2 * len(run) <= self._room():
                     self.backend.keep(run)
-                else:
-                    self._spill(run)
+                    continue
+                self.held.append(run)
+                if 4 * self._room() < self.capacity:
+                    for held in self.held:
+                        self._spill(held)
+                    self.held = []
         self.stats.phases["reading"] = time.perf_counter() - start
 
     def _spill(self, run):
@@ -84,28 +104,33 @@ class KmerCounter:
         """Phase 2: everything counted so far into the table `out_path` (written atomically)."""
         k = self.layout.k
         clock = time.perf_counter()
-        last = self.backend.reduce()
+        runs = self.held + [self.backend.reduce()]
+        self.held = []
+        if len(runs) > 1 and not self.spilled:
+            merged = self.backend.merge(runs)  # None where the backend cannot do it within the budget
+            runs = runs if merged is None else [merged]
         self.stats.occurrences = self.backend.occurrences
         self.stats.phases["sorting"] = time.perf_counter() - clock
         with atomic_path(out_path) as tmp:
-            if not self.spilled:
+            if len(runs) == 1 and not self.spilled:
                 clock = time.perf_counter()
-                encoded = self.backend.encode(last, min_count)
+                encoded = self.backend.encode(runs[0], min_count)
                 self.stats.phases["encoding"] = time.perf_counter() - clock
                 clock = time.perf_counter()
                 self.stats.distinct = store.write_table(tmp, k, self.canonical, min_count, encoded)
-            else:
-                clock = time.perf_counter()
-                runs = [store.KmerTable(path) for path in self.spilled]
-                try:
-                    with store.TableWriter(tmp, k, self.canonical, min_count) as writer:
-                        merge_runs(runs + [self.backend.memory_run(last)], writer, k, self.backend.sort_count,
-                                   min_count)
-                    self.stats.distinct = writer.distinct
-                finally:
-                    for run in runs:
-                        run.close()
-        self.stats.phases["merging" if self.spilled else "writing"] = time.perf_counter() - clock
+                self.stats.phases["writing"] = time.perf_counter() - clock
+                return
+            clock = time.perf_counter()
+            tables = [store.KmerTable(path) for path in self.spilled]
+            try:
+                with store.TableWriter(tmp, k, self.canonical, min_count) as writer:
+                    merge_runs(tables + [self.backend.memory_run(run) for run in runs], writer, k,
+                               self.backend.sort_count, min_count)
+                self.stats.distinct = writer.distinct
+            finally:
+                for table in tables:
+                    table.close()
+            self.stats.phases["merging"] = time.perf_counter() - clock
 
     def close(self):
         if self.tmp_dir is not None:

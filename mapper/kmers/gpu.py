@@ -23,17 +23,14 @@ import time
 import numpy as np
 
 from mapper.device import cuda
-from mapper.kmers.backend import EncodedTable
-from mapper.kmers.binning import bin_bits, shift_of
 from mapper.kmers.fasta import CODE_ODD, CODE_SKIP, general_codes
+from mapper.kmers.layout import encode_table
 from mapper.kmers.merge import MemoryRun
 
 log = logging.getLogger("gkmap")
 
 ITEMS = 8  # items per thread of a tile (kmer_sort.cu)
 RADIX_BITS = 8
-S8B_BLOCK = 60
-GROUP_BYTES = 1 << 25  # table bytes copied back from the device at a time
 SOURCES = ("kmer_sort.cu", "kmer_extract.cu", "kmer_codec.cu")
 
 
@@ -90,6 +87,24 @@ class CudaKernels:
         if tiles > 1:
             self.scan(sums, tiles, wide)
             self.per_tile("scan_add_" + suffix, n, data, _u32(n), sums)
+
+    @staticmethod
+    def empty(nbytes):
+        return cuda.empty(nbytes)
+
+    @staticmethod
+    def to_device(array):
+        return cuda.to_device(array)
+
+    @staticmethod
+    def at(buffer, offset_bytes):
+        return _at(buffer, offset_bytes)
+
+    def total(self, values, n):
+        """The sum of n uint64 at device pointer `values` (a sync point)."""
+        total = cuda.to_device(np.zeros(1, dtype=np.uint64))
+        self.per_item("sum_u64", n, values, _u32(n), total)
+        return int(self.read(total, 1, np.uint64)[0])
 
     def compaction(self, flags, n):
         """(out_at device uint32 [n] = exclusive scan of the 0/1 flags, number of ones)."""
@@ -194,6 +209,12 @@ class CudaBackend:
 
     name = "cuda"
 
+    @staticmethod
+    def bytes_per_kmer(channels):
+        """Device bytes per buffered k-mer at the peak of sort_rle: the buffer (8 C), the sort's second
+        buffer or the permutation and digits (8 C + 24 for several channels), run heads and starts."""
+        return 24 * channels + 24
+
     def __init__(self, layout, canonical, capacity, kernels=None):
         self.k = layout.k
         self.layout, self.canonical = layout, canonical
@@ -213,6 +234,9 @@ class CudaBackend:
     def buffered(self):
         return self.n
 
+    def settle(self):
+        return self.n
+
     # ---- phase 1: blocks -> keys ----------------------------------------------------------------------
 
     def _codes_of_text(self, block, out):
@@ -223,17 +247,45 @@ class CudaBackend:
         device_text, codes = cuda.to_device(text), cuda.empty(n)
         kn.per_item("fasta_bytes", n, device_text, _u32(n), codes)
         kn.per_item("fasta_lines", n, device_text, _u32(n), codes)
+        odd = cuda.to_device(np.zeros(1, dtype=np.uint32))
+        return self._compact(block, codes, n, out, odd, lambda: block.codes(general_codes))
+
+    def _codes_of_fastq(self, block, out):
+        """Parse a FASTQ text block on the device into `out`; returns the number of codes. A block that is
+        not plain FASTQ (fastq.py) is parsed on the host, by fastq.py or dnaio."""
+        kn = self.kernels
+        text = np.frombuffer(block.data, dtype=np.uint8)
+        n = len(text)
+        if not n or text[-1] != ord("\n"):  # a file's last record without its newline: rare, on the host
+            return self._host_codes(block.codes(), out)
+        device_text, flags = cuda.to_device(text), cuda.empty(4 * n)
+        kn.per_item("newline_flags", n, device_text, _u32(n), flags)
+        line_of, lines = kn.compaction(flags, n)
+        if lines % 4:
+            return self._host_codes(block.codes(), out)
+        codes, ends = cuda.empty(n), cuda.empty(4 * lines)
+        odd = cuda.to_device(np.zeros(1, dtype=np.uint32))
+        kn.per_item("fastq_bytes", n, device_text, _u32(n), line_of, codes, ends, odd)
+        kn.per_item("fastq_records", lines // 4, ends, _u32(lines // 4), odd)
+        del line_of, ends, device_text
+        return self._compact(block, codes, n, out, odd, block.codes)
+
+    def _compact(self, block, codes, n, out, odd, host_parse):
+        """The kept codes (not SKIP) of a parsed block into `out`, or the host's parse (`host_parse()`)
+        where the kernels marked the block odd; returns the number of codes."""
+        kn = self.kernels
         flags = cuda.empty(4 * n)
         kn.per_item("keep_flags", n, codes, _u32(n), flags)
         out_at, kept = kn.compaction(flags, n)
-        odd = cuda.to_device(np.zeros(1, dtype=np.uint32))
         kn.per_item("keep_compact", n, codes, _u32(n), out_at, out, odd)
-        if kn.read(odd, 1, np.uint32)[0]:  # white space, a comment line, non-ASCII: the host's exact path
-            host = block.codes(general_codes)
-            if len(host):
-                kn.drv.memcpy_htod(int(out), host)
-            return len(host)
+        if kn.read(odd, 1, np.uint32)[0]:  # white space, a comment line, non-ASCII...: the host's exact path
+            return self._host_codes(host_parse(), out)
         return kept
+
+    def _host_codes(self, codes, out):
+        if len(codes):
+            self.kernels.drv.memcpy_htod(int(out), np.ascontiguousarray(codes))
+        return len(codes)
 
     def add(self, block):
         """Append the k-mers of a reading.Block to the buffer."""
@@ -244,6 +296,8 @@ class CudaBackend:
             drv.memcpy_dtod(codes, self.tail_codes, head)
         if block.is_text:
             m = self._codes_of_text(block, _at(codes, head))
+        elif block.is_fastq:
+            m = self._codes_of_fastq(block, _at(codes, head))
         else:
             m = len(block.data)
             if m:
@@ -309,17 +363,36 @@ class CudaBackend:
 
     def keep(self, run):
         """Put a run back at the start of the buffer, its counts as weights."""
+        self._load([run])
+
+    def _load(self, runs):
+        """The runs one after the other at the start of the (empty) buffer, their counts as weights."""
         drv = self.kernels.drv
-        self._reserve(run.runs)
-        for c in range(self.C):
-            drv.memcpy_dtod(_at(self.keys, 8 * c * self.stride), _at(run.keys, 8 * c * run.runs), 8 * run.runs)
+        total = sum(run.runs for run in runs)
+        self._reserve(total)
         if self.weights is None:
             self.weights = cuda.empty(8 * self.stride)
-        drv.memcpy_dtod(self.weights, run.counts, 8 * run.runs)
-        self.n = self.weighted = run.runs
+        at = 0
+        for run in runs:
+            for c in range(self.C):
+                drv.memcpy_dtod(_at(self.keys, 8 * (c * self.stride + at)), _at(run.keys, 8 * c * run.runs),
+                                8 * run.runs)
+            drv.memcpy_dtod(_at(self.weights, 8 * at), run.counts, 8 * run.runs)
+            at += run.runs
+        self.n = self.weighted = total
+
+    def merge(self, runs):
+        """Runs held on the device merged by one weighted sort + RLE in the buffer, when they fit in it
+        (the budget sized it); else None (counter.py merges them bin by bin)."""
+        if sum(run.runs for run in runs) > self.stride:
+            return None
+        self._load(runs)
+        runs.clear()  # their device memory goes before the sort takes its own
+        return self.reduce()
 
     def memory_run(self, run):
-        keys = cuda.from_device(run.keys, (self.C, run.runs), np.uint64) if run.runs else np.empty((self.C, 0), np.uint64)
+        keys = (cuda.from_device(run.keys, (self.C, run.runs), np.uint64) if run.runs
+                else np.empty((self.C, 0), np.uint64))
         counts = cuda.from_device(run.counts, (run.runs,), np.uint64) if run.runs else np.empty(0, np.uint64)
         return MemoryRun(keys, counts, self.k)
 
@@ -342,57 +415,4 @@ class CudaBackend:
         """The table's bins (EncodedTable) of a DeviceRun, laid out and encoded on the device."""
         if min_count > 1 and run.runs:
             run = self._filter(run, min_count)
-        kn, C, u = self.kernels, self.C, run.runs
-        bins = 2 ** bin_bits(self.k)
-        if u == 0:
-            return EncodedTable.empty(bins)
-        shift = _u32(shift_of(self.k))
-        starts = cuda.empty(4 * (bins + 1))
-        kn.per_item("bin_starts", u + 1, run.keys, _u32(u), shift, _u32(bins), starts)
-        starts_h = kn.read(starts, bins + 1, np.uint32).astype(np.int64)
-        n_b = np.diff(starts_h)
-        block_first_h = np.concatenate(([0], np.cumsum(-(-n_b // S8B_BLOCK)))).astype(np.uint32)
-        blocks = int(block_first_h[-1])
-        block_first = cuda.to_device(block_first_h)
-        words, choice = cuda.empty(4 * (blocks + 1)), cuda.empty(blocks)
-        kn.per_item("s8b_words", blocks + 1, run.counts, starts, block_first, _u32(bins), _u32(blocks), words, choice)
-        kn.scan(words, blocks + 1)
-        values, positions = cuda.empty(8 * C * u), cuda.empty(8 * C * (u + 1))
-        kn.per_item("vlq_sizes", u + 1, run.keys, _u32(u), _u32(C), _u32(u), shift, values, positions)
-        for c in range(C):
-            kn.scan(_at(positions, 8 * c * (u + 1)), u + 1, wide=True)
-        words_at, pos_at = cuda.empty(8 * (bins + 1)), cuda.empty(8 * C * (bins + 1))
-        kn.per_item("bin_marks", bins + 1, starts, block_first, _u32(bins), words, positions, _u32(C), _u32(u),
-                    words_at, pos_at)
-        words_at = kn.read(words_at, bins + 1, np.uint64)
-        pos_at = kn.read(pos_at, C * (bins + 1), np.uint64).reshape(C, bins + 1)
-        count_bytes = 8 * np.diff(words_at)
-        channel_bytes = np.diff(pos_at, axis=1)
-        key_bytes = channel_bytes.sum(axis=0)
-        sizes = count_bytes + key_bytes
-        offset = np.cumsum(sizes) - sizes
-        word_base = offset - np.uint64(8) * words_at[:-1]  # uint64 arithmetic wraps: the kernels add back
-        before = np.cumsum(channel_bytes, axis=0) - channel_bytes
-        chan_base = (offset + count_bytes)[None, :] + before - pos_at[:, :-1]
-        total_bytes = int(sizes.sum())
-        out = cuda.empty(total_bytes)
-        kn.per_item("s8b_pack", blocks, run.counts, starts, block_first, _u32(bins), _u32(blocks), choice, words,
-                    cuda.to_device(word_base.astype(np.uint64)), out)
-        kn.per_item("vlq_write", u, values, positions, run.keys, _u32(C), _u32(u), shift, _u32(bins),
-                    cuda.to_device(np.ascontiguousarray(chan_base, dtype=np.uint64)), out)
-        total = cuda.to_device(np.zeros(1, dtype=np.uint64))
-        kn.per_item("sum_u64", u, run.counts, _u32(u), total)
-        return EncodedTable(n_b, count_bytes.astype(np.int64), key_bytes.astype(np.int64),
-                            int(kn.read(total, 1, np.uint64)[0]), self._groups(out, sizes.astype(np.int64)))
-
-    def _groups(self, out, sizes):
-        """(first bin, [bin buffers]) for groups of bins of about GROUP_BYTES, each copied back when asked
-        for (EncodedTable.groups): the copy of a group overlaps the writing of the one before."""
-        ends = np.cumsum(sizes)
-        first = 0
-        while first < len(sizes):
-            start = int(ends[first] - sizes[first])
-            last = max(int(np.searchsorted(ends, start + GROUP_BYTES, side="right")), first + 1)
-            data = self.kernels.read(_at(out, start), int(ends[last - 1]) - start, np.uint8)
-            yield first, [(data[e - s - start:e - start],) for e, s in zip(ends[first:last], sizes[first:last])]
-            first = last
+        return encode_table(self.kernels, run.keys, run.counts, run.runs, self.C, self.k)

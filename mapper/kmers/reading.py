@@ -10,13 +10,18 @@ separated by an N, so no k-mer spans two records, nor two files (a file's first 
   `block_bytes` cut after their last newline (a line never spans two blocks; a block grows to hold a
   longer line). Parsing is then whole-array work, on the host or on the GPU, with no Python object per
   record.
-- Anything else (FASTQ; a FASTA file that starts with a blank or comment line) is parsed by dnaio (C,
+- A file whose first byte is '@' is read as FASTQ text, in blocks of about `block_bytes` cut after a
+  multiple of four lines (whole records; a block grows to hold one record), parsed by fastq.py on the
+  host or by the GPU; a block that is not plain FASTQ (fastq.py says which) is parsed by dnaio, which
+  gives its records or its error, with the line counted from the file's start.
+- Anything else (a FASTA file that starts with a blank or comment line) is parsed by dnaio (C,
   records in batches) into code blocks of about `block_bytes` bases: whole records joined by an N, a
   longer record cut into pieces that carry.
 
 Format errors are one-line InputErrors naming the file and line. An empty file is valid input and holds no
 k-mers (as for jellyfish).
 """
+import io
 import os
 from dataclasses import dataclass
 
@@ -26,6 +31,7 @@ from xopen import xopen
 
 from mapper.errors import InputError
 from mapper.kmers.fasta import GENERAL_TABLE, NonAsciiError, fasta_codes
+from mapper.kmers.fastq import fastq_codes
 from mapper.reference import DECOMPRESSION_ERRORS, stream_error
 
 UNREADABLE = (UnicodeDecodeError, OSError, *DECOMPRESSION_ERRORS)  # a damaged gzip block, CRC or end included
@@ -33,14 +39,20 @@ UNREADABLE = (UnicodeDecodeError, OSError, *DECOMPRESSION_ERRORS)  # a damaged g
 
 @dataclass
 class Block:
-    data: object   # FASTA text (bytes-like, is_text); else uint8 codes
+    data: object   # FASTA text (bytes-like, is_text), FASTQ text (is_fastq); else uint8 codes
     is_text: bool
     carry: bool    # continues the previous block's sequence
     path: str
     offset: int = 0  # of the text in the decompressed file, for error messages
+    is_fastq: bool = False
+    line: int = 0    # FASTQ: the lines of the file before the block, for error messages
 
     def codes(self, parse=fasta_codes):
-        """uint8 codes of the block (text parsed by `parse`, fasta.py's rules)."""
+        """uint8 codes of the block (FASTA text parsed by `parse`, fasta.py's rules; FASTQ by fastq.py, or by
+        dnaio where it is not plain)."""
+        if self.is_fastq:
+            codes = fastq_codes(self.data)
+            return self.dnaio_codes() if codes is None else codes
         if not self.is_text:
             return self.data
         try:
@@ -48,6 +60,18 @@ class Block:
         except NonAsciiError as e:
             line = _line_of(self.path, self.offset + e.offset)
             raise InputError(self.path, "non-ASCII byte in a sequence line", line=line) from None
+
+
+    @property
+    def max_bases(self):
+        """A bound on the block's bases (so on its k-mers): a FASTQ record has as many qualities as bases."""
+        return len(self.data) // 2 + 1 if self.is_fastq else len(self.data)
+
+    def dnaio_codes(self):
+        """codes of a FASTQ block that is not plain: dnaio's records, or its error as an InputError."""
+        with _dnaio_errors(self.path, self.line):
+            with dnaio.open(io.BytesIO(bytes(self.data)), fileformat="fastq") as reader:
+                return _codes([record.sequence for record in reader] + [""])
 
 
 def _line_of(path, offset):
@@ -86,6 +110,56 @@ def _text_blocks(f, head, path, block_bytes):
             return
 
 
+def _fastq_blocks(f, head, path, block_bytes):
+    """Blocks of whole FASTQ records of the open file f (first bytes `head`): cut after the last newline
+    whose number, from the block's start, is a multiple of four."""
+    pending, line = head, 0
+    while True:
+        buffer = bytearray(len(pending) + max(block_bytes, len(pending)))
+        buffer[:len(pending)] = pending
+        end = len(pending) + _read_into(f, memoryview(buffer)[len(pending):])
+        at_end = end < len(buffer)
+        lines, cut = buffer.count(b"\n", 0, end), end
+        if not at_end:
+            cut = 0  # no whole record yet: the buffer grows
+            if lines >= 4:
+                cut = end
+                for _ in range(lines % 4 + 1):  # back over the newlines of the unfinished record
+                    cut = buffer.rfind(b"\n", 0, cut)
+                cut += 1
+            lines -= lines % 4
+        if cut:
+            yield Block(memoryview(buffer)[:cut], False, False, path, is_fastq=True, line=line)
+            line += lines
+        pending = bytes(buffer[cut:end])
+        if at_end:
+            return
+
+
+class _dnaio_errors:
+    """dnaio's format errors as one-line InputErrors naming the file and line (`first_line` lines of the file
+    come before what dnaio reads)."""
+
+    def __init__(self, path, first_line=0):
+        self.path, self.first_line = path, first_line
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, error, traceback):
+        if kind is None:
+            return False
+        if issubclass(kind, dnaio.exceptions.UnknownFileFormat):
+            raise InputError(self.path, "neither FASTA nor FASTQ (expected '>' or '@' at the start)") from None
+        if issubclass(kind, dnaio.FileFormatError):
+            line = None if error.line is None else error.line + 1 + self.first_line
+            message = " ".join(error.message.split()).rstrip(".")  # some of dnaio's span two lines
+            raise InputError(self.path, message, line=line) from None
+        if issubclass(kind, UNREADABLE):
+            raise stream_error(self.path, error) from None
+        return False
+
+
 def _codes(sequences):
     return GENERAL_TABLE[np.frombuffer("\n".join(sequences).encode("ascii"), dtype=np.uint8)]
 
@@ -93,29 +167,21 @@ def _codes(sequences):
 def _record_blocks(path, block_bytes):
     """Code blocks of a file that dnaio parses (its errors turned into InputErrors)."""
     batch, size = [], 0
-    try:
-        with dnaio.open(path) as reader:
-            for record in reader:
-                sequence = record.sequence
-                if len(sequence) > block_bytes:  # a long record alone, in pieces that carry
-                    if batch:
-                        yield Block(_codes(batch), False, False, path)
-                        batch, size = [], 0
-                    for start in range(0, len(sequence), block_bytes):
-                        yield Block(_codes([sequence[start:start + block_bytes]]), False, start > 0, path)
-                    continue
-                batch.append(sequence)
-                size += len(sequence) + 1
-                if size >= block_bytes:
+    with _dnaio_errors(path), dnaio.open(path) as reader:
+        for record in reader:
+            sequence = record.sequence
+            if len(sequence) > block_bytes:  # a long record alone, in pieces that carry
+                if batch:
                     yield Block(_codes(batch), False, False, path)
                     batch, size = [], 0
-    except dnaio.exceptions.UnknownFileFormat:
-        raise InputError(path, "neither FASTA nor FASTQ (expected '>' or '@' at the start)") from None
-    except dnaio.FileFormatError as e:
-        line = None if e.line is None else e.line + 1
-        raise InputError(path, e.message.rstrip("."), line=line) from None
-    except UNREADABLE as e:
-        raise stream_error(path, e) from None
+                for start in range(0, len(sequence), block_bytes):
+                    yield Block(_codes([sequence[start:start + block_bytes]]), False, start > 0, path)
+                continue
+            batch.append(sequence)
+            size += len(sequence) + 1
+            if size >= block_bytes:
+                yield Block(_codes(batch), False, False, path)
+                batch, size = [], 0
     if batch:
         yield Block(_codes(batch), False, False, path)
 
@@ -132,6 +198,9 @@ def blocks(paths, block_bytes):
                 head = f.read(1)
                 if head == b">":
                     yield from _text_blocks(f, head, path, block_bytes)
+                    continue
+                if head == b"@":
+                    yield from _fastq_blocks(f, head, path, block_bytes)
                     continue
         except UNREADABLE as e:
             raise stream_error(path, e) from None

@@ -1,0 +1,139 @@
+"""A sorted, counted run -> the bytes of its table bins (format version 1, docs/kmers.md), by the kernels
+of kernels/kmer_codec.cu, on either device: the cuda backend runs them on the GPU (gpu.CudaKernels), the
+cpu backend compiled for the host (backend.HostCodec). One layout, two targets: the two backends' tables
+are the same bytes by construction, and the numpy codec (codec.py) stays the readable twin that the tests
+hold both against.
+
+`kn` is the device: per_item(name, n, *args) launches a kernel over n items; empty(nbytes) and
+to_device(array) make buffers; at(buffer, offset) is a pointer `offset` bytes in; read(pointer, count,
+dtype) copies back (a sync point); scan(pointer, n, wide) is an exclusive prefix sum in place.
+
+The host lays the bins out from three totals per bin (k-mers, count words, VLQ bytes per channel);
+everything per k-mer happens in the kernels: every k-mer's VLQ length and every block of 60 counts'
+Simple-8b words are computed in parallel, prefix sums place them, and one buffer holds the table's data.
+"""
+from dataclasses import dataclass
+
+import numpy as np
+
+from mapper.device import host
+from mapper.device.cuda import BLOCK
+from mapper.kmers.binning import bin_bits, shift_of
+
+S8B_BLOCK = 60
+GROUP_BYTES = 1 << 25  # table bytes copied back from the device at a time
+
+
+def _u32(value):
+    return np.uint32(value)
+
+
+@dataclass
+class EncodedTable:
+    """A table's bins as bytes: per bin its number of k-mers, the lengths of its counts stream and k-mer
+    stream, and the sum of all counts; `groups` yields (first bin, [buffers of each bin]) in bin order, the
+    buffers of a bin being its data (counts stream then k-mer stream) in pieces. A generator lets the cuda
+    backend copy a group back from the device while the one before is being written."""
+
+    n: np.ndarray            # int64 [bins]
+    count_bytes: np.ndarray  # int64 [bins]
+    key_bytes: np.ndarray    # int64 [bins]
+    total: int
+    groups: object
+
+    @classmethod
+    def empty(cls, bins):
+        zeros = np.zeros(bins, dtype=np.int64)
+        return cls(zeros, zeros, zeros, 0, [])
+
+
+class HostCodec:
+    """The device that encode_table asks for, on the host: kernels/kmer_codec.cu compiled by
+    mapper.device.host (OpenMP over the items), buffers numpy byte arrays, prefix sums numpy's."""
+
+    def __init__(self):
+        self.fn = {}
+
+    def per_item(self, name, n, *args):
+        if name not in self.fn:
+            self.fn[name] = host.function("kmer_codec.cu", name, BLOCK=BLOCK)
+        host.launch(self.fn[name], n, *args)
+
+    empty = staticmethod(host.empty)
+    to_device = staticmethod(host.to_device)
+
+    @staticmethod
+    def at(buffer, offset):
+        return buffer[int(offset):]
+
+    @staticmethod
+    def read(pointer, count, dtype):
+        return pointer[:count * np.dtype(dtype).itemsize].view(dtype).copy()
+
+    @staticmethod
+    def scan(data, n, wide=False):
+        values = data[:n * (8 if wide else 4)].view(np.uint64 if wide else np.uint32)
+        inclusive = np.cumsum(values, dtype=values.dtype)
+        values[:1] = 0
+        values[1:] = inclusive[:-1]
+
+    @staticmethod
+    def total(counts, n):
+        return int(counts[:8 * n].view(np.uint64).sum(dtype=np.uint64))
+
+
+def encode_table(kn, keys, counts, u, C, k):
+    """EncodedTable of u distinct sorted keys (C channels, channel-major with stride u, at device buffer
+    `keys`) and their counts (uint64 [u] at `counts`)."""
+    bins = 2 ** bin_bits(k)
+    if u == 0:
+        return EncodedTable.empty(bins)
+    shift = _u32(shift_of(k))
+    starts = kn.empty(4 * (bins + 1))
+    kn.per_item("bin_starts", u + 1, keys, _u32(u), shift, _u32(bins), starts)
+    starts_h = kn.read(starts, bins + 1, np.uint32).astype(np.int64)
+    n_b = np.diff(starts_h)
+    block_first_h = np.concatenate(([0], np.cumsum(-(-n_b // S8B_BLOCK)))).astype(np.uint32)
+    blocks = int(block_first_h[-1])
+    block_first = kn.to_device(block_first_h)
+    words, choice = kn.empty(4 * (blocks + 1)), kn.empty(blocks)
+    kn.per_item("s8b_words", blocks + 1, counts, starts, block_first, _u32(bins), _u32(blocks), words, choice)
+    kn.scan(words, blocks + 1)
+    values, positions = kn.empty(8 * C * u), kn.empty(8 * C * (u + 1))
+    kn.per_item("vlq_sizes", u + 1, keys, _u32(u), _u32(C), _u32(u), shift, values, positions)
+    for c in range(C):
+        kn.scan(kn.at(positions, 8 * c * (u + 1)), u + 1, wide=True)
+    words_at, pos_at = kn.empty(8 * (bins + 1)), kn.empty(8 * C * (bins + 1))
+    kn.per_item("bin_marks", bins + 1, starts, block_first, _u32(bins), words, positions, _u32(C), _u32(u),
+                words_at, pos_at)
+    words_at = kn.read(words_at, bins + 1, np.uint64)
+    pos_at = kn.read(pos_at, C * (bins + 1), np.uint64).reshape(C, bins + 1)
+    count_bytes = 8 * np.diff(words_at)
+    channel_bytes = np.diff(pos_at, axis=1)
+    key_bytes = channel_bytes.sum(axis=0)
+    sizes = count_bytes + key_bytes
+    offset = np.cumsum(sizes) - sizes
+    word_base = offset - np.uint64(8) * words_at[:-1]  # uint64 arithmetic wraps: the kernels add back
+    before = np.cumsum(channel_bytes, axis=0) - channel_bytes
+    chan_base = (offset + count_bytes)[None, :] + before - pos_at[:, :-1]
+    total_bytes = int(sizes.sum())
+    out = kn.empty(total_bytes)
+    kn.per_item("s8b_pack", blocks, counts, starts, block_first, _u32(bins), _u32(blocks), choice, words,
+                kn.to_device(word_base.astype(np.uint64)), out)
+    kn.per_item("vlq_write", u, values, positions, keys, _u32(C), _u32(u), shift, _u32(bins),
+                kn.to_device(np.ascontiguousarray(chan_base, dtype=np.uint64)), out)
+    return EncodedTable(n_b, count_bytes.astype(np.int64), key_bytes.astype(np.int64), kn.total(counts, u),
+                        _groups(kn, out, sizes.astype(np.int64)))
+
+
+def _groups(kn, out, sizes):
+    """(first bin, [bin buffers]) for groups of bins of about GROUP_BYTES, each copied back when asked
+    for (EncodedTable.groups): the copy of a group overlaps the writing of the one before."""
+    ends = np.cumsum(sizes)
+    first = 0
+    while first < len(sizes):
+        start = int(ends[first] - sizes[first])
+        last = max(int(np.searchsorted(ends, start + GROUP_BYTES, side="right")), first + 1)
+        data = kn.read(kn.at(out, start), int(ends[last - 1]) - start, np.uint8)
+        yield first, [(data[e - s - start:e - start],) for e, s in zip(ends[first:last], sizes[first:last])]
+        first = last
