@@ -108,7 +108,7 @@ def compiled_covers(genome, codes, read_start, read_len, e, win_start, win_len, 
     i64 = lambda a: np.ascontiguousarray(a, dtype=np.int64)
     host.launch(host.function("myers.cu", "verify_windows", **kernel_defines(read_len.max())), n,
                 np.ascontiguousarray(genome), codes, i64(read_start), i32(read_len), i32(e), i64(win_start),
-                i32(win_len), np.int32(n), i32(skip) if skip is not None else np.intp(0), *out, workers=1)
+                i32(win_len), n, i32(skip) if skip is not None else 0, *out, workers=1)
     found, over = kernel_mappings(np.arange(n), np.zeros(n, np.int64), i64(win_start), *out)
     parts = [(found.row, found.end - 1, found.edits, found.start)]
     if len(over):

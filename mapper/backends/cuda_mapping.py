@@ -131,7 +131,7 @@ class CudaBackend(Backend):
         key, size, flags = cuda.scratch(4 * n_kmers), cuda.scratch(8 * n_kmers), cuda.scratch(n_kmers)
         kmer_row, kmer_hit = cuda.scratch(4 * n_kmers), cuda.scratch(8 * n_kmers)
         row_hits, row_seeds = cuda.scratch(8 * n_rows), cuda.scratch(4 * n_rows)
-        cuda.launch(kernel("seed_select"), n_rows, dev.codes, dev.start, d_nk, d_kfirst, dev.e, np.int32(n_rows),
+        cuda.launch(kernel("seed_select"), n_rows, dev.codes, dev.start, d_nk, d_kfirst, dev.e, n_rows,
                     offsets, list_offsets, key, size, flags, kmer_row, kmer_hit, row_hits, row_seeds)
         hits = cuda.from_device(row_hits, (n_rows,), np.int64)
         # the counts of a run in parts add up to the one-part run's: k-mers and seeds once, hits per core
@@ -145,14 +145,14 @@ class CudaBackend(Backend):
             if not capacity:
                 continue
             k_begin, k_end = int(kfirst[begin]), int(kfirst[end - 1] + nk[end - 1])
-            d_slot, rows_args = cuda.scratch_copy(slot), (np.int32(begin), np.int32(count))
+            d_slot, rows_args = cuda.scratch_copy(slot), (begin, count)
             hit_kmer = cuda.scratch(4 * capacity)
             cuda.launch(kernel("seed_hit_kmers"), group * (k_end - k_begin), flags, kmer_row, kmer_hit, size,
-                        d_slot, np.int32(begin), np.int64(k_begin), np.int64(k_end - k_begin), hit_kmer)
+                        d_slot, begin, k_begin, k_end - k_begin, hit_kmer)
             diag_contig, diag_value, diag_flags = cuda.scratch(4 * capacity), cuda.scratch(8 * capacity), cuda.scratch(capacity)
             cuda.launch(kernel("seed_place"), capacity, key, flags, kmer_row, kmer_hit, hit_kmer, d_nk, d_kfirst,
-                        dev.e, d_slot, np.int32(begin), np.int64(k_begin), np.int64(capacity), list_offsets,
-                        positions, np.int64(core[0]), np.int64(core[1]), contig_starts, np.int32(n_contigs),
+                        dev.e, d_slot, begin, k_begin, capacity, list_offsets,
+                        positions, core[0], core[1], contig_starts, n_contigs,
                         diag_contig, diag_value, diag_flags)
             band_contig, band_lo, band_hi = cuda.scratch(4 * capacity), cuda.scratch(8 * capacity), cuda.scratch(8 * capacity)
             n_diag, n_adj, n_band, n_margin = (cuda.scratch(4 * count) for _ in range(4))
@@ -224,7 +224,7 @@ class CudaBackend(Backend):
         for n, row, contig, lo, hi in cands.parts:
             kept = cuda.scratch_copy(np.zeros(1, dtype=np.uint64))
             out = [cuda.scratch(size * n) for size in (4, 4, 8, 8)]
-            cuda.launch(kernel, n, row, contig, lo, hi, np.int64(n), dev.codes, dev.start, genome, contig_starts,
+            cuda.launch(kernel, n, row, contig, lo, hi, n, dev.codes, dev.start, genome, contig_starts,
                         contig_ends, kept, *out)
             count = int(cuda.from_device(kept, (1,), np.uint64)[0])
             if count:
@@ -241,8 +241,8 @@ class CudaBackend(Backend):
         keep = []
         for n, row, contig, lo, hi in cands.parts:
             spans = [cuda.scratch(8 * n) for _ in range(5)]
-            cuda.launch(cuda.function("gather.cu", "filter_spans"), n, row, contig, lo, hi, np.int64(n), dev.start,
-                        dev.length, dev.e, contig_starts, contig_ends, np.int32(mode == "faithful"), *spans)
+            cuda.launch(cuda.function("gather.cu", "filter_spans"), n, row, contig, lo, hi, n, dev.start,
+                        dev.length, dev.e, contig_starts, contig_ends, mode == "faithful", *spans)
             read_start, read_end, ref_start, ref_lo, ref_hi = spans
             read_rows = _gather(dev.codes, read_start, read_start, read_end, L, n)
             ref_rows = _gather(genome, ref_start, ref_lo, ref_hi, width, n)
@@ -256,7 +256,7 @@ class CudaBackend(Backend):
             total = len(rows.forward)
             codes = cuda.scratch(2 * total)
             cuda.launch(cuda.function("gather.cu", "strand_codes"), total, cuda.scratch_copy(rows.forward),
-                        np.int64(total), codes)
+                        total, codes)
             self._rows = DeviceRows(codes, cuda.scratch_copy(rows.start.astype(np.int64)),
                                     cuda.scratch_copy(rows.length.astype(np.int32)), cuda.scratch_copy(rows.e.astype(np.int32)))
             self._rows_of = rows
@@ -287,15 +287,15 @@ class CudaBackend(Backend):
         gather = lambda name: cuda.function("gather.cu", name)
         read_start, read_len, max_e = cuda.scratch(8 * n), cuda.scratch(4 * n), cuda.scratch(4 * n)
         win_start, win_len = cuda.scratch(8 * n), cuda.scratch(4 * n)
-        cuda.launch(gather("candidate_windows"), n, row, contig, lo, hi, np.int64(n), dev.start, dev.length, dev.e,
+        cuda.launch(gather("candidate_windows"), n, row, contig, lo, hi, n, dev.start, dev.length, dev.e,
                     contig_starts, contig_ends, read_start, read_len, max_e, win_start, win_len)
         best, n_ends, ends, starts, edits = _verify_device(genome, dev.codes, read_start, read_len, max_e, win_start,
                                                            win_len, n, int(rows.length.max()))
         # found windows -> mapping records on the device (gather.cu found_mappings): count, then write
         found = gather("found_mappings")
         counts = cuda.scratch_copy(np.zeros(2, dtype=np.uint64))
-        common = (best, n_ends, ends, starts, edits, np.int64(n), np.int32(MAX_ENDS), row, contig, win_start, counts)
-        cuda.launch(found, n, *common, *(np.intp(0),) * 6)
+        common = (best, n_ends, ends, starts, edits, n, MAX_ENDS, row, contig, win_start, counts)
+        cuda.launch(found, n, *common, *(0,) * 6)
         n_maps, n_over = (int(c) for c in cuda.from_device(counts, (2,), np.uint64))
         out = [cuda.scratch(size * n_maps) for size in (4, 4, 8, 8, 4)]
         over = cuda.scratch(8 * n_over)
@@ -390,7 +390,7 @@ def _gather(codes, start, lo, hi, width, n):
     start/lo/hi are device int64 buffers of n items."""
     out = cuda.scratch(n * width)
     cuda.launch(cuda.function("gather.cu", "gather_ascii"), n * width, codes, start, lo, hi,
-                np.int32(width), np.int64(n * width), out)
+                width, n * width, out)
     return out
 
 
@@ -412,8 +412,8 @@ def _take_device(buffer, n_src, index, planes=1, dtype=np.int32):
     n = len(index)
     out = cuda.scratch(np.dtype(dtype).itemsize * n * planes)
     name = "take_i64" if np.dtype(dtype).itemsize == 8 else "take_i32"
-    cuda.launch(cuda.function("gather.cu", name), n * planes, buffer, np.int64(n_src),
-                cuda.scratch_copy(index.astype(np.int64)), np.int64(n), np.int32(planes), out)
+    cuda.launch(cuda.function("gather.cu", name), n * planes, buffer, n_src,
+                cuda.scratch_copy(index.astype(np.int64)), n, planes, out)
     return out
 
 
@@ -428,7 +428,7 @@ def _verify_device(genome, reads, read_start, read_len, max_e, win_start, win_le
     kernel = cuda.function("myers.cu", "verify_windows", **{**kernel_defines(longest), "MAX_ENDS": MAX_ENDS})
     best, n_ends = cuda.scratch(4 * n), cuda.scratch(4 * n)
     ends, starts, edits = (cuda.scratch(4 * MAX_ENDS * n) for _ in range(3))
-    cuda.launch(kernel, n, genome, reads, read_start, read_len, max_e, win_start, win_len, np.int32(n), np.intp(0),
+    cuda.launch(kernel, n, genome, reads, read_start, read_len, max_e, win_start, win_len, n, 0,
                 best, n_ends, ends, starts, edits)
     return best, n_ends, ends, starts, edits
 

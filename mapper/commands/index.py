@@ -43,7 +43,7 @@ def run(args):
     if nb_flags:
         raise UsageError(f"{nb_flags[0]} needs --index-kind neighbourhood")
     if args.device == "cuda":
-        from mapper.backends.base import cuda_available
+        from mapper.device import cuda_available
         if not cuda_available():
             raise UsageError("--device cuda: no CUDA GPU or no pycuda here (install gkmap[gpu]); use --device cpu")
     build_index(args.reference, DEFAULT_WS if args.ws is None else args.ws, args.index, args.device)

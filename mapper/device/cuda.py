@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from mapper.alphabet import BASES, CODE_N
+from mapper.device import signatures
 
 KERNEL_DIR = Path(__file__).resolve().parent.parent / "kernels"  # a link to ../kernels in a checkout
 BLOCK = 256  # threads per block of every one-thread-per-item launch
@@ -93,9 +94,36 @@ def _module(source, defines):
     return drv.module_from_buffer(cubin(source, defines, "sm_%d%d" % drv.Context.get_device().compute_capability()))
 
 
+class Kernel:
+    """A compiled kernel, prepared with its argument types (device/signatures.py): called as PyCUDA's
+    functions are, `kernel(*args, block=, grid=[, stream=])`, with plain ints and device buffers."""
+
+    def __init__(self, function, name, kinds):
+        self.name, self.kinds = name, kinds
+        self._function = function
+        function.prepare(kinds)
+
+    def __call__(self, *args, block, grid, stream=None):
+        args = signatures.values(self.kinds, args, self.name)
+        if stream is None:
+            self._function.prepared_call(grid, block, *args)
+        else:
+            self._function.prepared_async_call(grid, block, stream, *args)
+
+
+@functools.lru_cache(maxsize=None)
+def _source_text(source):
+    return (KERNEL_DIR / source).read_text()
+
+
+@functools.lru_cache(maxsize=None)
+def _kernel(source, defines, name):
+    return Kernel(_module(source, defines).get_function(name), name, signatures.signature(_source_text(source), name))
+
+
 def function(source, name, **defines):
     """Kernel `name` of kernels/`source` compiled with `defines` (and the code constants); cached per defines."""
-    return _module(source, tuple(sorted({**code_defines(), **defines}.items()))).get_function(name)
+    return _kernel(source, tuple(sorted({**code_defines(), **defines}.items())), name)
 
 
 def to_device(array):

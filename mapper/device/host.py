@@ -16,7 +16,6 @@ thread at a time), and their atomicAdd is a real atomic on the host (kernels/com
 import ctypes
 import functools
 import os
-import re
 import shutil
 import tempfile
 import time
@@ -24,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from mapper.device import signatures
 from mapper.device.cuda import BLOCK, KERNEL_DIR, cached_build, code_defines
 
 GROUP = 1  # an item's loop is one OpenMP iteration's: a group of threads per item only adds iterations here
@@ -53,7 +53,6 @@ static inline unsigned int __brev(unsigned int x) {
 #define __forceinline__ inline
 #define __restrict__
 """
-_KERNEL = re.compile(r'extern "C" __global__ void (\w+)\s*\(([^)]*)\)')
 _threads = [0]  # 0: every core this process may use
 # -fno-semantic-interposition: an exported kernel may be inlined into its grid entry point (else each item
 # is a call through the PLT)
@@ -80,7 +79,7 @@ def with_grid_entries(source_text):
     """The source with a grid entry point (see the module docstring) after every kernel, inside the same
     preprocessor branches as the kernel itself (a source may compile some kernels only under a -D)."""
     out, done = [], 0
-    for match in _KERNEL.finditer(source_text):
+    for match in signatures.KERNEL.finditer(source_text):
         name, params = match.groups()
         depth, at = 0, source_text.index("{", match.end())
         while True:  # to the brace closing the kernel's body
@@ -88,7 +87,7 @@ def with_grid_entries(source_text):
             if depth == 0:
                 break
             at += 1
-        names = [re.findall(r"\w+", p)[-1] for p in _expanded(params, source_text).split(",") if p.strip()]
+        names = [name for _, name in signatures.parameters(params, source_text)]
         out.append(source_text[done:at + 1])
         out.append(f'\nextern "C" void {name}__grid(long long gkmap_n, int gkmap_threads, int gkmap_block, {params}) {{\n'
                    f"    long long gkmap_blocks = (gkmap_n + gkmap_block - 1) / gkmap_block;\n"
@@ -104,12 +103,9 @@ def with_grid_entries(source_text):
     return "".join(out)
 
 
-def _expanded(params, source_text):
-    """`params` with a parameter-list macro (a lone identifier, e.g. INDEX_PARAMS) replaced by its #define."""
-    def expand(match):
-        found = re.search(rf"#define {match.group(1)}\s+((?:.*\\\n)*.*)", source_text)
-        return found.group(1).replace("\\\n", " ") if found else match.group(0)
-    return re.sub(r"(?:(?<=,)|^)\s*([A-Z_][A-Z0-9_]*)\s*(?=,|$)", expand, params)
+@functools.lru_cache(maxsize=None)
+def _source_text(source):
+    return (KERNEL_DIR / source).read_text()
 
 
 @functools.lru_cache(maxsize=None)
@@ -117,7 +113,7 @@ def _library(source, defines):
     compiler = shutil.which("g++")
     if compiler is None:
         raise RuntimeError("no C++ compiler (g++) to build the cpu backend's kernels")
-    shim = SHIM.replace("BLOCK_SIZE", str(BLOCK)) + with_grid_entries((KERNEL_DIR / source).read_text())
+    shim = SHIM.replace("BLOCK_SIZE", str(BLOCK)) + with_grid_entries(_source_text(source))
     with tempfile.TemporaryDirectory(prefix="gkmap-host-") as tmp:
         cpp = Path(tmp) / f"{Path(source).stem}.cpp"
         cpp.write_text(shim)
@@ -129,32 +125,33 @@ def _library(source, defines):
         return ctypes.CDLL(str(built))  # dlopen keeps the mapping after the file is removed
 
 
-class HostKernel:
-    """A kernel's grid entry point; called by `launch`."""
+_CTYPES = {"P": ctypes.c_void_p, "i": ctypes.c_int, "I": ctypes.c_uint, "q": ctypes.c_longlong,
+           "Q": ctypes.c_ulonglong}
 
-    def __init__(self, lib, name):
+
+class HostKernel:
+    """A kernel's grid entry point, its argument types from the kernel's signature; called by `launch`."""
+
+    def __init__(self, lib, name, kinds):
+        self.name, self.kinds = name, kinds
         self.entry = getattr(lib, f"{name}__grid")
+        self.entry.argtypes = [ctypes.c_longlong, ctypes.c_int, ctypes.c_int] + [_CTYPES[k] for k in kinds]
+        self.entry.restype = None
 
 
 def function(source, name, **defines):
     """Kernel `name` of kernels/`source` built for the host with `defines` (and the code constants)."""
-    return HostKernel(_library(source, tuple(sorted({**code_defines(), **defines}.items()))), name)
-
-
-def _argument(value):
-    if isinstance(value, np.ndarray):
-        return ctypes.c_void_p(value.ctypes.data)
-    if isinstance(value, (np.int64, np.uint64)):  # np.intp too: a pointer (shifted) travels as 64 bits
-        return ctypes.c_longlong(int(value))
-    return ctypes.c_int(int(value))
+    return HostKernel(_library(source, tuple(sorted({**code_defines(), **defines}.items()))), name,
+                      signatures.signature(_source_text(source), name))
 
 
 def launch(kernel, n, *args, block=BLOCK, workers=None):
     """Run the kernel for thread indices 0..n-1 (blocks of `block`) over `workers` OpenMP threads (default
-    `threads()`). The arrays are held by this frame for the call."""
+    `threads()`); a numpy array argument passes its data pointer. The arrays are held by this frame for
+    the call."""
     if n:
-        kernel.entry(ctypes.c_longlong(int(n)), ctypes.c_int(workers or threads()), ctypes.c_int(block),
-                     *(_argument(a) for a in args))
+        plain = [a.ctypes.data if isinstance(a, np.ndarray) else a for a in args]  # `args` keeps the arrays alive
+        kernel.entry(int(n), workers or threads(), block, *signatures.values(kernel.kinds, plain, kernel.name))
 
 
 def to_device(array):

@@ -21,13 +21,13 @@ from mapper.seeding import Candidates, SeedStats
 CAPACITY = 1 << 27      # candidate keys (8 bytes) per seed-and-filter chunk
 ROW_THREADS = 32        # threads of a row's block: a warp takes a read's patterns
 DIAG_BIAS = 1 << 20     # kernels/phf.cu: key = contig << 40 | (diagonal + DIAG_BIAS)
-NULL = np.intp(0)       # a null pointer argument (sf_walk's count pass has no output segments)
+NULL = 0  # a null pointer argument (sf_walk's count pass has no output segments)
 
 
 def launch_rows(kernel, first_row, n, *args):
     """Launch `kernel` with one block of ROW_THREADS per row first_row .. first_row + n - 1 (row_base last)."""
     if n:
-        kernel(*args, np.int32(first_row), block=(ROW_THREADS, 1, 1), grid=(int(n), 1))
+        kernel(*args, first_row, block=(ROW_THREADS, 1, 1), grid=(int(n), 1))
 
 
 class ResidentIndex:
@@ -49,7 +49,7 @@ class ResidentIndex:
         masks = substitution_masks(self.index.ln, nb_errors)
         kernel = cuda.function("phf.cu", "nb_lookup", **defines(self.index, method))
         args = [cuda.to_device(np.asarray(block, dtype=np.int64)), cuda.to_device(np.asarray(key, dtype=np.uint32)),
-                np.int32(n), cuda.to_device(masks), np.int32(len(masks)), *self.arrays]
+                n, cuda.to_device(masks), len(masks), *self.arrays]
         slot0, hits = cuda.empty(8 * n), cuda.empty(8 * n)
         for _ in range(repeat):
             with cuda.Timer() as timer:
@@ -74,8 +74,8 @@ class DeviceSeeder:
         masks = substitution_masks(index.ln, nb_errors)
         args = [cuda.to_device(rows.codes), cuda.to_device(rows.start.astype(np.int64)),
                 cuda.to_device(rows.length.astype(np.int64)), cuda.to_device(rows.active.astype(np.uint8)),
-                np.int32(len(rows.start)), np.int32(step), cuda.to_device(masks), np.int32(len(masks)),
-                *resident.arrays, resident.contig_starts, np.int32(len(index.reference.starts))]
+                len(rows.start), step, cuda.to_device(masks), len(masks),
+                *resident.arrays, resident.contig_starts, len(index.reference.starts)]
         return cuda.function("phf.cu", "sf_walk", **defines(index, method)), args, len(masks)
 
     @staticmethod
@@ -107,14 +107,14 @@ class DeviceSeeder:
         for begin, end in _chunks(hits, CAPACITY):
             keys, d_seg = self.emit(kernel, args, hits, begin, end)
             d_unique = cuda.to_device(np.zeros(n_rows, np.int64))
-            launch_rows(after("sf_dedup"), begin, end - begin, keys, d_seg, cuda.to_device(hits), np.int32(n_rows),
+            launch_rows(after("sf_dedup"), begin, end - begin, keys, d_seg, cuda.to_device(hits), n_rows,
                         d_unique)
             unique = cuda.from_device(d_unique, (n_rows,), np.int64)
             out_off = np.cumsum(unique) - unique
             n_out = int(unique.sum())
             out = cuda.empty(8 * n_out)
             launch_rows(after("sf_gather"), begin, end - begin, keys, d_seg, d_unique, cuda.to_device(out_off),
-                        np.int32(n_rows), out)
+                        n_rows, out)
             packed = cuda.from_device(out, (n_out,), np.uint64)
             parts.append((np.repeat(np.arange(n_rows), unique), (packed >> np.uint64(40)).astype(np.int64),
                           (packed & np.uint64((1 << 40) - 1)).astype(np.int64) - DIAG_BIAS))

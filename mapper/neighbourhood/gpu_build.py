@@ -38,7 +38,7 @@ def sort_buckets(kernel, words, d_boff, n_buckets):
     most GRID_CAP blocks."""
     sort = kernel("pb_sort")
     for base in range(0, n_buckets, GRID_CAP):
-        sort(words, d_boff, np.int32(n_buckets), np.int32(base), block=(SORT_THREADS, 1, 1),
+        sort(words, d_boff, n_buckets, base, block=(SORT_THREADS, 1, 1),
                grid=(min(GRID_CAP, n_buckets - base), 1))
 
 
@@ -55,9 +55,9 @@ def build_arrays(reference, mask, ln):
     codes = reference.codes
     width, n_buckets = len(mask) + ln, 4 ** mask.count("#")
     n = max(len(codes) - width + 1, 0)
-    walk = [cuda.to_device(np.asarray(codes, dtype=np.uint8)), np.int64(n),
+    walk = [cuda.to_device(np.asarray(codes, dtype=np.uint8)), n,
             cuda.to_device(reference.starts.astype(np.int64)), cuda.to_device(reference.ends.astype(np.int64)),
-            np.int32(len(reference.starts))]
+            len(reference.starts)]
     count = cuda.to_device(np.zeros(n_buckets, dtype=np.uint64))
     cuda.launch(kernel("pb_count"), n, *walk, count)
     boff = offsets(cuda.from_device(count, (n_buckets,), np.uint64).astype(np.int64))
@@ -68,13 +68,13 @@ def build_arrays(reference, mask, ln):
     sort_buckets(kernel, words, d_boff, n_buckets)
 
     d_m = cuda.empty(8 * n_buckets)
-    cuda.launch(kernel("pb_runs"), n_buckets, words, d_boff, np.int32(n_buckets), d_m)
+    cuda.launch(kernel("pb_runs"), n_buckets, words, d_boff, n_buckets, d_m)
     m = cuda.from_device(d_m, (n_buckets,), np.int64)
     nboff = offsets(m)
     n_slots = int(nboff[-1])
     d_nboff = cuda.to_device(nboff)
     nbkeys, posoff, positions = cuda.empty(4 * n_slots), cuda.empty(8 * n_slots), cuda.empty(4 * n_words)
-    cuda.launch(kernel("pb_emit"), n_buckets, words, d_boff, d_nboff, np.int32(n_buckets), nbkeys, posoff, positions)
+    cuda.launch(kernel("pb_emit"), n_buckets, words, d_boff, d_nboff, n_buckets, nbkeys, posoff, positions)
     del words
 
     voff = offsets(3 * third_sizes(m))
@@ -82,15 +82,15 @@ def build_arrays(reference, mask, ln):
     vslot, g1 = cuda.to_device(np.full(n_vertices, -1, dtype=np.int32)), cuda.to_device(np.zeros(n_vertices, np.uint8))
     seed_j, failed = cuda.empty(4 * n_buckets), cuda.to_device(np.zeros(1, dtype=np.uint64))
     scratch = [cuda.empty(4 * n_vertices) for _ in range(3)] + [cuda.empty(4 * n_slots), cuda.empty(n_slots)]
-    cuda.launch(kernel("pb_peel"), n_buckets, nbkeys, d_nboff, cuda.to_device(voff), np.int32(n_buckets),
-                np.int32(MAX_ATTEMPTS), *scratch, g1, vslot, seed_j, failed)
+    cuda.launch(kernel("pb_peel"), n_buckets, nbkeys, d_nboff, cuda.to_device(voff), n_buckets,
+                MAX_ATTEMPTS, *scratch, g1, vslot, seed_j, failed)
     del scratch
     n_failed = int(cuda.from_device(failed, (1,), np.uint64)[0])
     if n_failed:
         raise RuntimeError(f"no acyclic hypergraph for {n_failed} neighbourhood blocks in {MAX_ATTEMPTS} tries")
     n_bytes = -(-n_vertices // 4)
     g = cuda.empty(n_bytes)
-    cuda.launch(kernel("pb_pack"), n_bytes, g1, np.int64(n_vertices), g)
+    cuda.launch(kernel("pb_pack"), n_bytes, g1, n_vertices, g)
     phf = Phf(cuda.from_device(seed_j, (n_buckets,), np.uint32), voff, cuda.from_device(g, (n_bytes,), np.uint8),
               cuda.from_device(vslot, (n_vertices,), np.int32))
     posoff = np.append(cuda.from_device(posoff, (n_slots,), np.int64), np.int64(n_words))
