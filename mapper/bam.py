@@ -261,7 +261,7 @@ class _Bgzf:
             self._npending += len(data)
         task = BLOCKS_PER_TASK * BLOCK_DATA
         if self._npending >= task:
-            joined = b"".join(self._pending)
+            joined = memoryview(b"".join(self._pending))
             whole = len(joined) - len(joined) % task
             self._pending, self._npending = [joined[whole:]], len(joined) - whole
             for start in range(0, whole, task):
@@ -269,7 +269,7 @@ class _Bgzf:
 
     def flush(self):
         """Compress what is pending (the last block may be short): a block boundary here."""
-        joined = b"".join(self._pending)
+        joined = memoryview(b"".join(self._pending))
         self._pending, self._npending = [], 0
         task = BLOCKS_PER_TASK * BLOCK_DATA
         for start in range(0, len(joined), task):
