@@ -11,9 +11,11 @@ Interface (what a sink calls):
 
 `handle` is a binary file object (only `write` is called), `header_text` the SAM header (str, every line
 '\\n'-terminated): its @SQ lines, in order, give the refIDs. Both writers are context managers (close on
-success, abort on an exception) and are not thread-safe: one thread calls them. A record that is not SAM
-(or names a reference the header lacks) raises `BamEncodeError` (a ValueError: its index in that write
-call and the reason) before any of that write is output. `sam_to_bam` converts a whole SAM file.
+success, abort on an exception) and are not thread-safe: one thread calls them (`threads` is the
+encoder's OpenMP threads and the compressor's pool). A record that is not SAM, or that names a reference the
+header lacks, raises `BamEncodeError` (a ValueError: its index in that write call, the reason, the line)
+before any record of that write is kept, so the writer stays usable. An error from `handle` propagates;
+then call abort (the context manager does). `sam_to_bam` converts a whole SAM file.
 
 Why each choice:
 - Encoding: kernels/sam_to_bam.cu, compiled as C++ with OpenMP by the host device layer
@@ -67,7 +69,7 @@ DEFAULT_SORT_MEMORY = 768 << 20  # samtools sort's default per thread
 MIN_SORT_MEMORY = 64 << 10
 BLOCK_DATA = 65280  # input bytes per BGZF block, as htslib: a stored block of that size still fits
 BLOCKS_PER_TASK = 8
-SLICE = 16 << 20  # SAM text encoded per kernel launch: bounds the encoder's memory whatever a write holds
+SLICE = 16 << 20  # BAM bytes written per launch of pass 2: bounds the encoder's memory whatever a write holds
 SERIAL = 4096  # records (or segments) below which a kernel runs on one thread
 SEG = 4096  # bytes of text per thread of the line finder
 PIECE = 4 << 20  # record bytes per piece of a sort run (fewer for a small memory budget)
@@ -171,16 +173,6 @@ class _Encoder:
                                  bytes(data[ends[-1] + 1:][:200]).decode(errors="replace"))
         return data, ends
 
-    @staticmethod
-    def slices(ends):
-        """Line ranges [i, j) of ends holding at most SLICE bytes of text each (at least one line)."""
-        i, n = 0, len(ends) - 1
-        while i < n:
-            j = max(i + 1, int(np.searchsorted(ends, ends[i] + SLICE, "right")) - 1)
-            j = min(j, n)
-            yield i, j
-            i = j
-
     def sizes(self, data, ends):
         """Pass 1: each line's record size; BamEncodeError for the first bad line."""
         n = len(ends) - 1
@@ -200,15 +192,6 @@ class _Encoder:
         self._host.launch(self._records, n, data, ends, np.int64(n), *self._refs, at, out, keys,
                           workers=self._workers(n))
         return keys
-
-    def encode(self, data, ends):
-        """Records of the lines as one buffer, and their sizes."""
-        sizes = self.sizes(data, ends)
-        at = np.zeros(len(sizes) + 1, np.int64)
-        np.cumsum(sizes, out=at[1:])
-        out = np.empty(int(at[-1]), np.uint8)
-        self.records(data, ends, at, out)
-        return out, sizes
 
     def gather(self, address, length):
         """The records at `address` (int64) of `length` bytes, back to back in one new buffer."""
@@ -311,12 +294,14 @@ class BamWriter:
         self._bgzf.flush()
 
     def write(self, sam_records):
+        """Every record is checked (pass 1) before any is written (pass 2, SLICE bytes of BAM at a time)."""
         data, ends = self._encoder.lines(sam_records)
-        for i, j in self._encoder.slices(ends):
-            try:
-                records, _ = self._encoder.encode(data, ends[i:j + 1])
-            except BamEncodeError as error:
-                raise BamEncodeError(i + error.index, error.reason, error.line) from None
+        sizes = self._encoder.sizes(data, ends)
+        for lo, hi in _pieces(sizes, SLICE):
+            at = np.zeros(hi - lo + 1, np.int64)
+            np.cumsum(sizes[lo:hi], out=at[1:])
+            records = np.empty(int(at[-1]), np.uint8)
+            self._encoder.records(data, ends[lo:hi + 1], at, records)
             self._bgzf.write(records)
 
     def close(self):
@@ -420,33 +405,29 @@ class SortedBamWriter:
         self._runs, self._open = [], []  # the runs to merge; every run file still open
 
     def write(self, sam_records):
+        """Every record is checked (pass 1) before any is kept; they are encoded straight into the arena,
+        which is sorted and spilled whenever the next records do not fit."""
         data, ends = self._encoder.lines(sam_records)
-        for i, j in self._encoder.slices(ends):
-            try:
-                sizes = self._encoder.sizes(data, ends[i:j + 1])
-            except BamEncodeError as error:
-                raise BamEncodeError(i + error.index, error.reason, error.line) from None
-            done = 0
-            while done < len(sizes):
-                room = self._memory - self._fill - 16 * self._count
-                take = int(np.searchsorted(np.cumsum(sizes[done:] + 16), room, "right"))
-                if take == 0:
-                    if self._count == 0:
-                        raise UsageError(f"a BAM record of {sizes[done]} bytes exceeds the sort memory "
-                                         f"({self._memory} bytes)")
-                    self._spill()
-                    continue
-                part = sizes[done:done + take]
-                at = np.zeros(take + 1, np.int64)
-                np.cumsum(part, out=at[1:])
-                keys = self._encoder.records(data, ends[i + done:i + done + take + 1], at,
-                                             self._arena[self._fill:])
-                self._keys.append(keys)
-                self._starts.append(at[:-1] + self._fill)
-                self._lengths.append(part)
-                self._fill += int(at[-1])
-                self._count += take
-                done += take
+        sizes = self._encoder.sizes(data, ends)
+        done = 0
+        while done < len(sizes):
+            room = self._memory - self._fill - 16 * self._count
+            take = int(np.searchsorted(np.cumsum(sizes[done:] + 16), room, "right"))
+            if take == 0:
+                if self._count == 0:
+                    raise UsageError(f"a BAM record of {sizes[done]} bytes exceeds the sort memory "
+                                     f"({self._memory} bytes)")
+                self._spill()
+                continue
+            part = sizes[done:done + take]
+            at = np.zeros(take + 1, np.int64)
+            np.cumsum(part, out=at[1:])
+            self._keys.append(self._encoder.records(data, ends[done:done + take + 1], at, self._arena[self._fill:]))
+            self._starts.append(at[:-1] + self._fill)
+            self._lengths.append(part)
+            self._fill += int(at[-1])
+            self._count += take
+            done += take
 
     def _sorted_pieces(self):
         """The arena's records in sorted order, as (keys, lengths, records) pieces of about self._piece bytes."""

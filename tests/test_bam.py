@@ -235,3 +235,19 @@ def test_coordinate_header():
     assert bam.coordinate_header("@HD\tVN:1.6\tSO:unsorted\tGO:query\n@SQ\tSN:a\tLN:1\n") == \
         "@HD\tVN:1.6\tSO:coordinate\n@SQ\tSN:a\tLN:1\n"
     assert bam.coordinate_header("@SQ\tSN:a\tLN:1\n") == "@HD\tVN:1.6\tSO:coordinate\n@SQ\tSN:a\tLN:1\n"
+
+
+def test_small_slices_and_a_failed_write(edge_sam, tmp_path, monkeypatch):
+    """Pass 2 in slices of a few records gives the same BAM; a write with a bad record keeps none of its
+    records and the writer goes on."""
+    monkeypatch.setattr(bam, "SLICE", 500)
+    check_bam(edge_sam, tmp_path / "sliced.bam")
+    good = edge_records().encode()
+    for kind in (bam.BamWriter, bam.SortedBamWriter):
+        out = tmp_path / f"{kind.__name__}.bam"
+        with open(out, "wb") as handle, kind(handle, EDGE_HEADER) as writer:
+            writer.write(good)
+            with pytest.raises(bam.BamEncodeError):
+                writer.write(good + b"bad\n")
+            writer.write(good)
+        assert samtools("view", "-c", out).stdout.decode().strip() == str(2 * good.count(b"\n"))
