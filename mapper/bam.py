@@ -282,7 +282,21 @@ class _Bgzf:
         self._flight.clear()
 
 
-class BamWriter:
+class _Writer:
+    """A context manager: close when the block succeeds, abort when it raises."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, *_):
+        if kind is None:
+            self.close()
+        else:
+            self.abort()
+        return False
+
+
+class BamWriter(_Writer):
     """Writes BAM to a binary file object from SAM text (see the module docstring)."""
 
     def __init__(self, handle, header_text, threads=1, level=DEFAULT_LEVEL):
@@ -309,16 +323,6 @@ class BamWriter:
 
     def abort(self):
         self._bgzf.abort()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, kind, *_):
-        if kind is None:
-            self.close()
-        else:
-            self.abort()
-        return False
 
 
 class _Run:
@@ -383,7 +387,7 @@ class _Cursor:
         return True
 
 
-class SortedBamWriter:
+class SortedBamWriter(_Writer):
     """Writes coordinate-sorted BAM (@HD SO:coordinate) from SAM text within `memory` bytes (see the module
     docstring); the records are output at close."""
 
@@ -519,16 +523,6 @@ class SortedBamWriter:
             run.close()
         self._open, self._runs, self._arena = [], [], None
         self._keys, self._starts, self._lengths = [], [], []
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, kind, *_):
-        if kind is None:
-            self.close()
-        else:
-            self.abort()
-        return False
 
 
 def sam_to_bam(sam_path, bam_path, sort=False, threads=1, level=DEFAULT_LEVEL, memory=DEFAULT_SORT_MEMORY,
