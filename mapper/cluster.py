@@ -76,7 +76,7 @@ from mapper.pipeline import Counters, count_batch, progress_bar
 from mapper.read_blocks import FastqBlocks, Unsure, read_chunks
 from mapper.reads import _UPPER, ReadBatch, _detect_format_from_name, prefetch, read_batches, with_codes
 from mapper.render import MAX_WORKERS, HostWorkers, SpilledText
-from mapper.sinks import Sinks, run_header
+from mapper.sinks import Format, Sinks, run_header
 
 try:
     import dask
@@ -641,7 +641,7 @@ def share_plan(opts, workers):
     """(byte cuts, render processes per worker) when this run takes the share path, else None."""
     local = opts.scheduler is None and (opts.gpus is not None or opts.local_cluster is not None)
     if not local or opts.paired or opts.unmapped or opts.dump_candidates or opts.chunk_reads is not None \
-            or opts.output in (None, "-"):
+            or opts.output in (None, "-") or opts.bam:
         return None
     cuts = share_cuts(opts.reads, SHARES_PER_WORKER * workers)
     if cuts is None:
@@ -756,7 +756,8 @@ def map_distributed(opts):
             raise refusals[0]
         ready, timeline = time.perf_counter(), []
         log.info("mapping on %d Dask workers (dashboard: %s)", len(client.nthreads()), client.dashboard_link)
-        sinks = stack.enter_context(Sinks(job_for(opts).outputs(opts), run_header(index.reference, opts)))
+        sinks = stack.enter_context(Sinks(job_for(opts).outputs(opts), run_header(index.reference, opts),
+                                          Format.of(opts)))
         progress = stack.enter_context(progress_bar(opts, " pairs" if opts.paired else " reads"))
 
         def write(result):

@@ -11,7 +11,8 @@ FILTERS = ("none", "gatekeeper", "gatekeeper-faithful")
 DEVICES = ("auto", "cpu", "cuda")
 PAIRED = {"pe": "FR", "mp": "RF"}  # --pe: Illumina paired-end (mates face each other); --mp: mate pair
 INDEX_KINDS = ("kmer", "neighbourhood")
-LOOKUPS = ("phf", "binary", "list")  # neighbourhood look-ups (mapper/neighbourhood/lookup.py)
+LOOKUPS = ("phf", "binary", "list")
+OUTPUT_FORMATS = ("sam", "bam")  # neighbourhood look-ups (mapper/neighbourhood/lookup.py)
 
 
 @dataclass
@@ -52,6 +53,9 @@ class MapOptions:
     lookup: str = "phf"         # --lookup: phf, binary or list
     read_group: str = None      # -R: the @RG line as given ('\t' escapes, bwa's -R)
     comments: tuple = ()        # --comment: @CO texts
+    output_format: str = None   # --output-fmt: "sam" or "bam" (None: BAM when -o ends in .bam, else SAM)
+    sort: bool = False          # --sort: coordinate-sorted BAM
+    sort_memory: int = 768 << 20  # --sort-memory: bytes of records --sort holds before it spills a run
 
     def host_workers(self):
         """Processes rendering SAM text (mapper/render.py): -t, or every core this process may use but one
@@ -70,6 +74,13 @@ class MapOptions:
     def read_group_id(self):
         """The ID of -R's read group (RG:Z on every record), or None."""
         return None if self.read_group is None else read_group_line(self.read_group)[1]
+
+    @property
+    def bam(self):
+        """Whether the records go out as BAM (mapper/bam.py)."""
+        if self.output_format is not None:
+            return self.output_format == "bam"
+        return self.output is not None and self.output.endswith(".bam")
 
     @property
     def distributed(self):
@@ -93,6 +104,12 @@ class MapOptions:
             raise UsageError("--gpu-memory is for the cuda backend, not --device cpu")
         if self.read_group is not None:
             read_group_line(self.read_group)
+        if self.output_format not in (None, *OUTPUT_FORMATS):
+            raise UsageError(f"--output-fmt must be one of {', '.join(OUTPUT_FORMATS)}, not {self.output_format!r}")
+        if self.sort and not self.bam:
+            raise UsageError("--sort writes a coordinate-sorted BAM: add --output-fmt bam or an -o ending in .bam")
+        if self.sort_memory < 1 << 20:
+            raise UsageError(f"--sort-memory must be at least 1M, not {self.sort_memory} bytes")
         for text in self.comments:
             if _CONTROL.search(text):
                 raise UsageError(f"--comment {text!r} has a tab, a line break or another control character: "

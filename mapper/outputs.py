@@ -177,13 +177,14 @@ def emit(handle, text):
 
 
 class BackgroundWriter:
-    """`put(text)` queues a text (see `emit`) for `handle`; a thread writes them in order. A write error is
+    """`put(text)` queues a text (see `emit`) for `handle`; a thread writes them in order (with `write`,
+    `emit` by default). A write error is
     raised in the caller, at its next put or at close; close waits for everything queued."""
 
     _DONE = object()
 
-    def __init__(self, handle, depth=64):
-        self._handle = handle
+    def __init__(self, handle, depth=64, write=emit):
+        self._handle, self._write = handle, write
         self._queue = queue.Queue(maxsize=depth)
         self._error = None
         self._thread = threading.Thread(target=self._run, name="gkmap-writer", daemon=True)
@@ -193,7 +194,7 @@ class BackgroundWriter:
         while (text := self._queue.get()) is not self._DONE:
             if self._error is None:
                 try:
-                    emit(self._handle, text)
+                    self._write(self._handle, text)
                 except BaseException as error:  # handed to the caller's thread
                     self._error = error
 

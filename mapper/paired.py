@@ -337,8 +337,8 @@ def pair_batch(mapped, reference, settings, counters, pairs):
 
 
 def side_paths(output):
-    """(OEA SAM, DIVET) paths named from -o OUT.sam: OUT_OEA.sam and OUT_DIVET.vh (mrFAST's layout)."""
-    stem = output[:-4] if output.endswith(".sam") else output
+    """(OEA SAM, DIVET) paths named from -o OUT.sam (or OUT.bam): OUT_OEA.sam and OUT_DIVET.vh (mrFAST's layout)."""
+    stem = output[:-4] if output.endswith((".sam", ".bam")) else output
     return f"{stem}_OEA.sam", f"{stem}_DIVET.vh"
 
 

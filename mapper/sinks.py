@@ -8,15 +8,19 @@ so that the thread driving the mapping never waits for a disk. Runners (mapper/r
 sinks only write them. A text is a str or a file a render process left (render.SpilledText).
 
 The sinks:
-    sam         the records (-o; stdout when None or '-'), with the header
+    sam         the records (-o; stdout when None or '-'), with the header: SAM, or BAM (`Format`:
+                --output-fmt bam or an -o ending in .bam; coordinate-sorted with --sort; mapper/bam.py)
     unmapped    the unmapped reads as FASTQ/FASTA (--unmapped)
     candidates  every candidate before the filter as pair lines (--dump-candidates)
     oea         paired runs: one-end-anchored mates, SAM with the header (OUT_OEA.sam)
     divet       paired runs: discordant pairs, VariationHunter's DIVET lines (OUT_DIVET.vh)
 """
 import contextlib
+import os
 import sys
+from dataclasses import dataclass
 
+from mapper.bam import BamWriter, SortedBamWriter
 from mapper.outputs import BackgroundWriter, atomic_output
 from mapper.sam import header
 
@@ -28,52 +32,123 @@ def run_header(reference, opts):
     return header(reference, opts.command_line, opts.read_group_line, opts.comments)
 
 
+@dataclass
+class Format:
+    """How the records sink is written: SAM text, or BAM (sorted within `sort_memory` bytes when `sort`)
+    compressed by `threads` threads."""
+    bam: bool = False
+    sort: bool = False
+    sort_memory: int = None
+    threads: int = 1
+
+    @classmethod
+    def of(cls, opts):
+        return cls(opts.bam, opts.sort, opts.sort_memory, max(1, min(8, opts.host_workers())))
+
+
+def _as_bytes(text):
+    """A text (str, or a render process's file, removed once read) as bytes."""
+    if isinstance(text, str):
+        return text.encode()
+    with open(text.path, "rb") as source:
+        data = source.read()
+    os.unlink(text.path)
+    return data
+
+
+class _TextSink:
+    """A text file (SAM, FASTQ, pair lines, DIVET) written by a background thread."""
+
+    def __init__(self, handle, head):
+        self.handle = handle
+        if head:
+            handle.write(head)
+        self.writer = BackgroundWriter(handle)
+
+    def file(self):
+        self.writer.close()
+        self.writer = BackgroundWriter(self.handle)
+        return self.handle
+
+    def close(self):
+        self.writer.close()
+
+    def abort(self):
+        self.writer.close(raise_error=False)
+
+
+class _BamSink:
+    """BAM from the rendered SAM text (mapper/bam.py), encoded and compressed off the mapping thread."""
+
+    def __init__(self, handle, head, form, folder):
+        if form.sort:
+            self.bam = SortedBamWriter(handle, head, form.threads, memory=form.sort_memory, temp_dir=folder)
+        else:
+            self.bam = BamWriter(handle, head, form.threads)
+        self.writer = BackgroundWriter(self.bam, write=lambda bam, text: bam.write(_as_bytes(text)))
+
+    def close(self):
+        self.writer.close()
+        self.bam.close()
+
+    def abort(self):
+        self.writer.close(raise_error=False)
+        self.bam.abort()
+
+
 class Sinks:
     """The open outputs of one run. Use as a context manager: on success every file is complete and in
     place; on an error (or a signal) every file written so far is removed and the targets are untouched."""
 
-    def __init__(self, paths, head):
+    def __init__(self, paths, head, form=None):
         self._paths = {name: path for name, path in paths.items() if path is not None or name == "sam"}
         self._head = head
-        self._writers = {}
-        self._handles = {}
+        self._form = form or Format()
+        self._sinks = {}
+        self._closed = False
         self._stack = contextlib.ExitStack()
+
+    def _open(self, stack, name, path):
+        if name == "sam" and self._form.bam:
+            handle = stack.enter_context(atomic_output(path, "wb"))
+            folder = os.path.dirname(os.path.abspath(path)) if path not in (None, "-") else None
+            return _BamSink(handle, self._head, self._form, folder)
+        return _TextSink(stack.enter_context(atomic_output(path)), self._head if name in WITH_HEADER else "")
 
     def __enter__(self):
         with self._stack as stack:
             for name, path in self._paths.items():
-                handle = stack.enter_context(atomic_output(path))
-                if name in WITH_HEADER:
-                    handle.write(self._head)
-                self._handles[name] = handle
-                self._writers[name] = BackgroundWriter(handle)
+                self._sinks[name] = self._open(stack, name, path)
             self._stack = stack.pop_all()
         return self
 
     def put(self, texts):
         """Queue one rendered piece: {sink name: text}; names the run does not write are ignored."""
         for name, text in texts.items():
-            writer = self._writers.get(name)
-            if writer is not None and text:
-                writer.put(text)
+            sink = self._sinks.get(name)
+            if sink is not None and text:
+                sink.writer.put(text)
 
     def file(self, name):
-        """The open file of sink `name`, everything queued for it written: for a runner that writes parts of
-        it at offsets of its own (mapper/cluster.py's shares). Later `put`s append after what it wrote."""
-        self._writers[name].close()
-        self._writers[name] = BackgroundWriter(self._handles[name])
-        return self._handles[name]
+        """The open file of text sink `name`, everything queued for it written: for a runner that writes
+        parts of it at offsets of its own (mapper/cluster.py's shares). Later `put`s append after it."""
+        return self._sinks[name].file()
 
     def close(self):
-        """Wait until everything queued is written; a write error is raised here."""
-        for writer in self._writers.values():
-            writer.close()
+        """Finish every file (a BAM's EOF block, a sorted BAM's merge); a write error is raised here."""
+        self._closed = True
+        for sink in self._sinks.values():
+            sink.close()
 
     def __exit__(self, kind, error, trace):
         try:
-            for writer in self._writers.values():
-                writer.close(raise_error=kind is None)   # after a failure: stop, keep the first error
+            if kind is None and not self._closed:
+                self.close()
+            elif kind is not None:
+                for sink in self._sinks.values():
+                    sink.abort()   # after a failure: stop, keep the first error, leave no temporary file
         except BaseException:
-            self._stack.__exit__(*sys.exc_info())   # a write failed: no output takes its target's place
+            self._stack.__exit__(*sys.exc_info())
             raise
         return self._stack.__exit__(kind, error, trace)
+

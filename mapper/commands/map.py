@@ -5,7 +5,7 @@ import sys
 
 from mapper.errors import UsageError
 from mapper.index import beside_index_dir
-from mapper.options import DEVICES, FILTERS, INDEX_KINDS, LOOKUPS, MapOptions, parse_size
+from mapper.options import DEVICES, FILTERS, INDEX_KINDS, LOOKUPS, OUTPUT_FORMATS, MapOptions, parse_size
 from mapper.outputs import check_outputs
 from mapper.jobs import job_for
 from mapper.runners import map_reads
@@ -40,7 +40,14 @@ def add_arguments(parser):
                         "and the cpu backend's mapping threads (default: every core); "
                         "with --gpus/--local-cluster/--scheduler, per worker (default 1: in the worker's task)")
     o = parser.add_argument_group("output")
-    o.add_argument("-o", "--output", metavar="OUT.sam", default=d.output, help="SAM file (default: stdout)")
+    o.add_argument("-o", "--output", metavar="OUT.sam", default=d.output,
+                   help="SAM, or BAM if it ends in .bam (default: stdout)")
+    o.add_argument("--output-fmt", choices=OUTPUT_FORMATS, default=d.output_format,
+                   help="sam or bam (default: by -o's extension, sam on stdout)")
+    o.add_argument("--sort", action="store_true",
+                   help="coordinate-sorted BAM, for samtools index (external merge within --sort-memory)")
+    o.add_argument("--sort-memory", metavar="SIZE", default="768M",
+                   help="records --sort holds in memory before it spills a sorted run to disk")
     o.add_argument("--unmapped", metavar="FILE", default=d.unmapped, help="also write unmapped reads (FASTQ/FASTA)")
     o.add_argument("--dump-candidates", metavar="FILE", default=d.dump_candidates,
                    help="also write every candidate before the filter as a pair line '<reference segment>\\t<read>'")
@@ -93,8 +100,10 @@ EXAMPLES = """examples:
   zcat reads.fq.gz | gkmap map -e 4 --best REF.fa - > out.sam
   # paired-end (also writes out_OEA.sam and out_DIVET.vh)
   gkmap map --pe -o out.sam REF.fa R1.fq.gz R2.fq.gz
-  # BAM with a read group (BAM through samtools)
-  gkmap map -R '@RG\\tID:run1\\tSM:NA12878\\tPL:ILLUMINA' REF.fa reads.fq.gz | samtools view -b -o out.bam
+  # coordinate-sorted BAM with a read group
+  gkmap map --sort -R '@RG\\tID:run1\\tSM:NA12878\\tPL:ILLUMINA' -o out.bam REF.fa reads.fq.gz
+  # BAM on standard output, into a pipeline
+  gkmap map --output-fmt bam REF.fa reads.fq.gz | samtools sort -o sorted.bam
   # several GPUs: one worker per GPU of this host
   gkmap map --gpus auto -o out.sam REF.fa reads.fq.gz
 """
@@ -118,6 +127,7 @@ def run(args):
         local_cluster=args.local_cluster, chunk_reads=args.chunk_reads, index_kind=args.index_kind,
         seed_len=args.seed_len, nb_len=args.nb_len, spaced=args.spaced, nb_errors=args.nb_errors, step=args.step,
         lookup=args.lookup, read_group=args.read_group, comments=tuple(args.comment or ()),
+        output_format=args.output_fmt, sort=args.sort, sort_memory=parse_size(args.sort_memory, "--sort-memory"),
         command_line=shlex.join(["gkmap"] + sys.argv[1:]) if sys.argv else "gkmap map",
     )
     outputs = job_for(opts.check()).outputs(opts)

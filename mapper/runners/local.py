@@ -14,7 +14,7 @@ import time
 from mapper.jobs import settled
 from mapper.pipeline import progress_bar
 from mapper.render import HostWorkers
-from mapper.sinks import Sinks, run_header
+from mapper.sinks import Format, Sinks, run_header
 
 
 def _several_batches(opts, bytes_per_read=50):
@@ -40,7 +40,7 @@ def run_local(job):
         counters = job.open()
         tally = job.tally(counters)
         progress = stack.enter_context(progress_bar(opts, job.unit))
-        sinks = stack.enter_context(Sinks(job.outputs(opts), run_header(job.index.reference, opts)))
+        sinks = stack.enter_context(Sinks(job.outputs(opts), run_header(job.index.reference, opts), Format.of(opts)))
         renderer = stack.enter_context(job.renderer(tally, workers, pool))
 
         def write(block=False):

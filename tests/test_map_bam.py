@@ -1,0 +1,91 @@
+"""`gkmap map` writing BAM (issue #18): -o OUT.bam, --output-fmt bam on stdout, --sort, paired-end and Dask
+runs. Each BAM must hold exactly the records of the SAM the same run writes (`samtools view` of it equals
+the SAM's records), pass `samtools quickcheck`, and a sorted one must be `samtools sort`'s order and be
+indexable. mapper/bam.py's encoder itself is tested against samtools byte for byte in test_bam.py."""
+import subprocess
+
+import pytest
+
+from conftest import MEASLES, MEASLES_PAIR, need_tool
+from mapper.cli import main
+
+RG = r"@RG\tID:x\tSM:y\tPL:ILLUMINA"
+
+
+def samtools(*args):
+    return subprocess.run([need_tool("samtools"), *map(str, args)], check=True, capture_output=True,
+                          text=True).stdout
+
+
+def records(sam_path):
+    return [line for line in sam_path.read_text().splitlines() if not line.startswith("@")]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory, index_dir):
+    """One SAM and the BAM outputs of the same measles run."""
+    folder = tmp_path_factory.mktemp("bam")
+    base = ["map", "--quiet", "--index", str(index_dir(MEASLES)), "-R", RG]
+    for out, extra in (("a.sam", []), ("b.bam", []), ("c.bam", ["--sort", "--sort-memory", "1M"]),
+                       ("d.out", ["--output-fmt", "bam"])):
+        assert main(base + extra + ["-o", str(folder / out), str(MEASLES), str(MEASLES_PAIR[0])]) == 0
+    return folder
+
+
+def test_bam_holds_the_sam_records(runs):
+    samtools("quickcheck", runs / "b.bam", runs / "d.out")
+    want = records(runs / "a.sam")
+    assert len(want) > 1000
+    assert samtools("view", runs / "b.bam").splitlines() == want
+    assert samtools("view", runs / "d.out").splitlines() == want  # --output-fmt wins over the name
+    header = samtools("view", "-H", runs / "b.bam").splitlines()
+    assert header[0] == "@HD\tVN:1.6\tSO:unsorted\tGO:query" and RG.replace(r"\t", "\t") in header
+
+
+def test_sorted_bam_is_samtools_sort_order_and_indexable(runs, tmp_path):
+    samtools("quickcheck", runs / "c.bam")
+    samtools("sort", "-o", tmp_path / "ref.bam", runs / "b.bam")
+    assert samtools("view", runs / "c.bam").splitlines() == samtools("view", tmp_path / "ref.bam").splitlines()
+    assert samtools("view", "-H", runs / "c.bam").splitlines()[0] == "@HD\tVN:1.6\tSO:coordinate"
+    samtools("index", runs / "c.bam")
+    contig = samtools("view", "-H", runs / "c.bam").split("SN:")[1].split("\t")[0]
+    assert int(samtools("view", "-c", runs / "c.bam", f"{contig}:1-5000")) > 0
+
+
+def test_bam_on_stdout(index_dir, capfdbinary, runs):
+    assert main(["map", "--quiet", "--index", str(index_dir(MEASLES)), "-R", RG, "--output-fmt", "bam",
+                 str(MEASLES), str(MEASLES_PAIR[0])]) == 0
+    out = capfdbinary.readouterr().out
+    assert out[:4] == b"\x1f\x8b\x08\x04"   # a BGZF block
+    assert subprocess.run([need_tool("samtools"), "view", "-"], input=out, capture_output=True,
+                          check=True).stdout.decode().splitlines() == records(runs / "a.sam")
+
+
+def test_paired_end_bam(index_dir, tmp_path):
+    """The pairs' records as BAM; the side outputs (OUT_OEA.sam, OUT_DIVET.vh, named from OUT) as with SAM."""
+    for name in ("sam", "bam"):
+        (tmp_path / name).mkdir()
+        out = tmp_path / name / f"p.{name}"
+        assert main(["map", "--quiet", "--pe", "--index", str(index_dir(MEASLES)), "-o", str(out), str(MEASLES),
+                     *map(str, MEASLES_PAIR)]) == 0
+    assert samtools("view", tmp_path / "bam" / "p.bam").splitlines() == records(tmp_path / "sam" / "p.sam")
+    assert sorted(p.name for p in (tmp_path / "bam").iterdir()) == ["p.bam", "p_DIVET.vh", "p_OEA.sam"]
+    for side in ("p_DIVET.vh", "p_OEA.sam"):
+        got, want = ((tmp_path / name / side).read_text().splitlines() for name in ("bam", "sam"))
+        assert [x for x in got if not x.startswith("@PG")] == [x for x in want if not x.startswith("@PG")]
+
+
+def test_dask_bam_equals_local(index_dir, tmp_path, runs):
+    pytest.importorskip("distributed")
+    assert main(["map", "--quiet", "--local-cluster", "2", "--index", str(index_dir(MEASLES)), "-R", RG,
+                 "-o", str(tmp_path / "k.bam"), str(MEASLES), str(MEASLES_PAIR[0])]) == 0
+    assert samtools("view", tmp_path / "k.bam").splitlines() == records(runs / "a.sam")
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--sort", "-o", "x.sam"], "--sort writes a coordinate-sorted BAM"),
+    (["--sort-memory", "100K", "-o", "x.bam"], "--sort-memory must be at least 1M"),
+])
+def test_bad_bam_options(gkmap, tmp_path, args, message):
+    code, err = gkmap("map", *args[:-1], tmp_path / args[-1], MEASLES, MEASLES_PAIR[0])
+    assert code == 2 and message in err and not list(tmp_path.iterdir()), err
