@@ -1,6 +1,13 @@
 #!/usr/bin/env python3
-"""Benchmark `gkmap kmers count` (cpu, and cuda where a GPU is present) against jellyfish and KMC (where they
-are installed), side by side on the same machine and the same uncompressed input, in one run.
+"""Benchmark `gkmap kmers count` (cpu, and cuda where a GPU is present) against jellyfish 2 and KMC 3 (where they
+are installed), side by side on the same machine and the same input, in one run.
+
+Inputs: the genomes below (uncompressed), and with --reads simulated read sets of 100 bp chr20 reads of the
+given sizes in Gbp (1 and 10 in issue #23), made by scripts/simulate_reads.py (the project's read model, seed
+11 + chunk) in chunks of 1 M reads, one process per core, once into --workdir; --formats says whether the
+plain FASTQ, its gzip (level 1, by isal) or both are counted. KMC counts canonical k-mers only, so it runs
+only with --canonical; jellyfish reads a gzip file through a generator (`zcat`), as its manual says.
+Every row says its ratio to KMC's time on the same input (x KMC: below 1 is faster than KMC).
 
 Every tool runs as a child process, so its peak RSS (os.wait4) and wall time are its own; gkmap's time
 includes Python start-up. The cuda kernels are compiled once, by a warm-up count of a small file before the
@@ -12,9 +19,12 @@ With --kernels (GPU only) the device work is also timed alone, with CUDA events,
 k-mers: the sort + run-length encoding of the whole buffer (G k-mers/s) and the table encoding.
 
     python scripts/bench_kmers.py [--inputs chr20 honeybee] [-k 28 31 40 65] [--threads N] [--canonical]
-                                  [--kernels]
+                                  [--kernels] [--memory GB] [--tools gkmap-cuda kmc ...]
+    python scripts/bench_kmers.py --inputs --reads 1 10 --formats plain gz -k 31 65 127 --canonical \
+                                  --memory 24 --workdir /data/bench
 """
 import argparse
+import concurrent.futures
 import os
 import re
 import shutil
@@ -54,18 +64,62 @@ def timed(cmd):
     return seconds, usage.ru_maxrss / 1024, stderr
 
 
-def commands(tool, path, k, canonical, threads, workdir):
+READ_LENGTH = 100
+CHUNK_READS = 1_000_000
+
+
+def simulated_reads(gbp, workdir, gzipped):
+    """A FASTQ of `gbp` Gbp of 100 bp chr20 reads (and its gzip), made once in workdir: chunks of 1 M reads
+    by scripts/simulate_reads.py, seed 11 + chunk, in parallel processes, concatenated in chunk order."""
+    out = Path(workdir) / f"chr20_reads_{gbp:g}gbp.fq"
+    if not out.exists():
+        reads = int(round(gbp * 1e9 / READ_LENGTH))
+        sizes = [min(CHUNK_READS, reads - start) for start in range(0, reads, CHUNK_READS)]
+        names = [Path(workdir) / f"chunk{i:04d}.fq" for i in range(len(sizes))]
+        script = ROOT / "scripts" / "simulate_reads.py"
+
+        def simulate(i):
+            subprocess.run([sys.executable, str(script), str(INPUTS["chr20"]), str(sizes[i]), str(READ_LENGTH),
+                            "--seed", str(11 + i), "-o", str(names[i])], check=True)
+        with concurrent.futures.ThreadPoolExecutor(os.cpu_count()) as workers:
+            list(workers.map(simulate, range(len(sizes))))
+        with open(f"{out}.part", "wb") as f:
+            for name in names:
+                with open(name, "rb") as chunk:
+                    shutil.copyfileobj(chunk, f, 1 << 24)
+                name.unlink()
+        os.replace(f"{out}.part", out)
+    if not gzipped:
+        return out
+    gz = Path(f"{out}.gz")
+    if not gz.exists():
+        from isal import igzip_threaded
+        with open(out, "rb") as src, igzip_threaded.open(f"{gz}.part", "wb", compresslevel=1,
+                                                         threads=os.cpu_count()) as dst:
+            shutil.copyfileobj(src, dst, 1 << 24)
+        os.replace(f"{gz}.part", gz)
+    return gz
+
+
+def commands(tool, path, k, canonical, threads, workdir, memory):
     out = Path(workdir) / f"{tool}.out"
+    gzipped = path.suffix == ".gz"
     if tool.startswith("gkmap"):
         device = tool.split("-")[1]
-        return [sys.executable, "-m", "mapper", "kmers", "count", "-k", str(k), "--device", device,
-                "--memory", "8", "-o", str(out), str(path)] + (["--canonical"] if canonical else [])
+        return [sys.executable, "-m", "mapper", "kmers", "count", "-k", str(k), "--device", device, "-t", str(threads),
+                "--memory", f"{memory:g}", "-o", str(out), str(path)] + (["--canonical"] if canonical else [])
     if tool == "jellyfish":
+        source = [str(path)]
+        if gzipped:
+            generator = Path(workdir) / "jellyfish.generator"
+            generator.write_text(f"zcat {path}\n")
+            source = ["-g", str(generator), "-G", "1"]
         return ["jellyfish", "count", "-m", str(k), "-s", "100M", "-t", str(threads), "-o", str(out),
-                str(path)] + (["-C"] if canonical else [])
+                *source] + (["-C"] if canonical else [])
     # KMC counts canonical k-mers only; -ci1 keeps singletons, -cs keeps large counts exact
-    return ["kmc", "-k" + str(k), f"-t{threads}", "-ci1", "-cs4294967295", "-m8",
-            "-fq" if path.suffix in (".fq", ".fastq") else "-fm", str(path), str(out), str(workdir)]
+    fastq = path.name.removesuffix(".gz").endswith((".fq", ".fastq"))
+    return ["kmc", "-k" + str(k), f"-t{threads}", "-ci1", "-cs4294967295", f"-m{max(2, round(memory))}",
+            "-fq" if fastq else "-fm", str(path), str(out), str(workdir)]
 
 
 def warm_up_cuda(workdir):
@@ -95,47 +149,69 @@ def kernel_rates(path, k, canonical):
     return kmers, sorting.seconds, encoding.seconds
 
 
+def rows(inputs, ks, tools, args, workdir):
+    """Run every tool on every input and k; a table row for each, with the ratio to KMC's time."""
+    print("| input | k | tool | seconds | M k-mers/s | peak RSS MB | x KMC | note |")
+    print("|---|---|---|---|---|---|---|---|")
+    for name, path in inputs:
+        for k in ks:
+            kmers, results = None, []
+            for tool in tools:
+                seconds, rss, stderr = timed(commands(tool, path, k, args.canonical, args.threads, workdir,
+                                                      args.memory))
+                note = ""
+                if tool.startswith("gkmap"):
+                    with KmerTable(Path(workdir) / f"{tool}.out") as table:
+                        kmers = table.total
+                    compiled = re.search(r"kernels compiled in ([0-9.]+) s", stderr)
+                    phases = re.search(r"s \((reading .*)\)", stderr)
+                    note = "; ".join(([f"kernels loaded in {compiled.group(1)} s"] if compiled else [])
+                                     + ([phases.group(1)] if phases else []))
+                results.append((tool, seconds, rss, note))
+            kmc = dict((tool, seconds) for tool, seconds, _, _ in results).get("kmc")
+            for tool, seconds, rss, note in results:
+                rate = f"{kmers / seconds / 1e6:.1f}" if kmers else ""
+                ratio = f"{seconds / kmc:.2f}" if kmc else ""
+                print(f"| {name} | {k} | {tool} | {seconds:.2f} | {rate} | {rss:.0f} | {ratio} | {note} |", flush=True)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--inputs", nargs="+", choices=list(INPUTS), default=["chr20", "honeybee"])
+    parser.add_argument("--inputs", nargs="*", choices=list(INPUTS), default=["chr20", "honeybee"])
+    parser.add_argument("--reads", nargs="*", type=float, default=[], metavar="GBP",
+                        help="simulated chr20 read sets of these sizes (Gbp of 100 bp reads)")
+    parser.add_argument("--formats", nargs="+", choices=["plain", "gz"], default=["plain"],
+                        help="for the read sets: plain FASTQ, gzip, or both")
     parser.add_argument("-k", nargs="+", type=int, default=[28, 31, 40, 65])
-    parser.add_argument("--threads", type=int, default=os.cpu_count(), help="for jellyfish and KMC")
+    parser.add_argument("--threads", type=int, default=os.cpu_count(), help="for every tool (gkmap: -t)")
+    parser.add_argument("--memory", type=float, default=8, help="GB, for gkmap (--memory) and KMC (-m)")
+    parser.add_argument("--tools", nargs="+", choices=["gkmap-cpu", "gkmap-cuda", "jellyfish", "kmc"],
+                        help="the tools to run [every one installed]")
     parser.add_argument("--canonical", action="store_true", help="count canonical k-mers (KMC always does)")
-    parser.add_argument("--workdir", help="for the uncompressed inputs [a temporary folder]")
+    parser.add_argument("--workdir", help="for the uncompressed inputs and read sets [a temporary folder]")
     parser.add_argument("--kernels", action="store_true", help="also time the device work alone (GPU only)")
     args = parser.parse_args()
     tools = ["gkmap-cpu"] + (["gkmap-cuda"] if cuda_available() else [])
     tools += ["jellyfish"] if shutil.which("jellyfish") else []
     tools += ["kmc"] if shutil.which("kmc") and args.canonical else []
+    tools = [tool for tool in tools if args.tools is None or tool in args.tools]
     workdir = args.workdir or tempfile.mkdtemp(prefix="bench_kmers-")
-    print(f"{os.cpu_count()} CPUs; jellyfish/KMC threads: {args.threads}; tools: {', '.join(tools)}; "
+    print(f"{os.cpu_count()} CPUs; threads: {args.threads}; memory {args.memory:g} GB; tools: {', '.join(tools)}; "
           f"{'canonical' if args.canonical else 'forward'} k-mers\n")
     if "gkmap-cuda" in tools:
         print(f"cuda kernels compiled (once, into PyCUDA's cache) in {warm_up_cuda(workdir):.2f} s\n")
-    print("| input | k | tool | seconds | M k-mers/s | peak RSS MB | note |")
-    print("|---|---|---|---|---|---|---|")
     try:
-        for name in args.inputs:
-            path = uncompressed(INPUTS[name], workdir)
-            for k in args.k:
-                kmers = None
-                for tool in tools:
-                    seconds, rss, stderr = timed(commands(tool, path, k, args.canonical, args.threads, workdir))
-                    note = ""
-                    if tool.startswith("gkmap"):
-                        with KmerTable(Path(workdir) / f"{tool}.out") as table:
-                            kmers = table.total
-                        compiled = re.search(r"kernels compiled in ([0-9.]+) s", stderr)
-                        phases = re.search(r"s \((reading .*)\)", stderr)
-                        note = "; ".join(([f"kernels loaded in {compiled.group(1)} s"] if compiled else [])
-                                         + ([phases.group(1)] if phases else []))
-                    print(f"| {name} | {k} | {tool} | {seconds:.2f} | {kmers / seconds / 1e6:.1f} | {rss:.0f} | "
-                          f"{note} |", flush=True)
+        inputs = [(name, uncompressed(INPUTS[name], workdir)) for name in args.inputs]
+        for gbp in args.reads:
+            for fmt in args.formats:
+                inputs.append((f"chr20 reads {gbp:g} Gbp{' gz' if fmt == 'gz' else ''}",
+                               simulated_reads(gbp, workdir, fmt == "gz")))
+        rows(inputs, args.k, tools, args, workdir)
         if args.kernels and "gkmap-cuda" in tools:
             print("\n| input | k | k-mers | sort+RLE ms | G k-mers/s | encode ms |\n|---|---|---|---|---|---|")
-            for name in args.inputs:
+            for name, path in inputs:
                 for k in args.k:
-                    kmers, sorting, encoding = kernel_rates(uncompressed(INPUTS[name], workdir), k, args.canonical)
+                    kmers, sorting, encoding = kernel_rates(path, k, args.canonical)
                     print(f"| {name} | {k} | {kmers:,} | {1e3 * sorting:.1f} | {kmers / sorting / 1e9:.2f} | "
                           f"{1e3 * encoding:.1f} |", flush=True)
     finally:

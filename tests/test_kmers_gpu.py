@@ -109,6 +109,43 @@ def test_cuda_genome_table_is_byte_identical_to_cpu(shigella_genome, tmp_path, k
     assert tables["cpu"].read_bytes() == tables["cuda"].read_bytes()
 
 
+@pytest.fixture(scope="module")
+def odd_reads(tmp_path_factory):
+    """FASTQ reads the GPU parses (N-rich, lower case, a read 12,000 times: counts above 10,000), gzipped,
+    and the same with CRLF line ends (blocks the GPU hands back to the host)."""
+    rng = np.random.default_rng(13)
+    genome = rng.choice(np.frombuffer(b"ACGT", dtype=np.uint8), 3000)
+    reads = []
+    for i in range(4000):
+        start = int(rng.integers(0, len(genome) - 150))
+        seq = genome[start:start + 150].copy()
+        if i % 3 == 0:
+            seq[rng.integers(0, 150, 30)] = ord("N")
+        if i % 4 == 0:
+            seq[:70] |= 0x20
+        reads.append(seq.tobytes())
+    reads += [genome[:150].tobytes()] * 12000
+    text = b"".join(b"@r%d\n%s\n+\n%s\n" % (i, seq, b"#" * len(seq)) for i, seq in enumerate(reads))
+    folder = tmp_path_factory.mktemp("odd_reads")
+    (folder / "reads.fq.gz").write_bytes(gzip.compress(text, compresslevel=1))
+    (folder / "crlf.fq").write_bytes(text.replace(b"\n", b"\r\n"))
+    return folder / "reads.fq.gz", folder / "crlf.fq"
+
+
+@gpu
+@pytest.mark.parametrize("k, canonical", [(1, True), (31, True), (33, False), (150, True)])
+@pytest.mark.parametrize("memory", ["2", "0.005"], ids=["in-memory", "held-or-spilled"])
+def test_cuda_fastq_table_is_byte_identical_to_cpu(odd_reads, tmp_path, k, canonical, memory):
+    """FASTQ parsed on the device (gzip input; CRLF blocks parsed on the host): the cpu backend's table."""
+    tables = {}
+    for device in ("cpu", "cuda"):
+        tables[device] = tmp_path / f"{device}.kmers"
+        args = ["kmers", "count", "--quiet", "--device", device, "-k", str(k), "--memory", memory,
+                "-o", str(tables[device]), *map(str, odd_reads)]
+        assert main(args + (["--canonical"] if canonical else [])) == 0
+    assert tables["cpu"].read_bytes() == tables["cuda"].read_bytes()
+
+
 @pytest.mark.skipif(cuda_available(), reason="checks the message given where there is no GPU")
 def test_device_cuda_without_a_gpu_is_a_usage_error(tmp_path, capsys):
     (tmp_path / "x.fa").write_text(">a\nACGTACGT\n")

@@ -10,6 +10,7 @@ pointer arithmetic of gpu.py works unchanged and the compiled kernels (mapper/de
 g++) read and write it.
 """
 import ctypes
+import gzip
 
 import numpy as np
 import pytest
@@ -268,7 +269,9 @@ def inputs(tmp_path_factory):
     odd.write_text("".join(f">r{i}\r\n# note\r\n {s[:70]} \r\n{s[70:]}\n" for i, s in enumerate(seqs)))
     fastq = folder / "r.fq"
     fastq.write_text("".join(f"@r{i}\n{s}\n+\n{'I' * len(s)}\n" for i, s in enumerate(seqs)))
-    return [fasta, odd, fastq]
+    crlf = folder / "crlf.fq.gz"  # gzip, and CRLF: the host parses these blocks
+    crlf.write_bytes(gzip.compress(fastq.read_bytes().replace(b"\n", b"\r\n")))
+    return [fasta, odd, fastq, crlf]
 
 
 def table_bytes(paths, out, k, canonical, make_backend, memory=2 << 30, min_count=1):
@@ -279,7 +282,7 @@ def table_bytes(paths, out, k, canonical, make_backend, memory=2 << 30, min_coun
 @pytest.mark.parametrize("k, canonical", [(1, False), (5, True), (31, False), (32, True), (33, False),
                                           (65, True), (100, False)])
 def test_host_cuda_pipeline_equals_cpu(host_backend, inputs, tmp_path, k, canonical):
-    """Text blocks parsed by the kernels (and the odd ones on the host), code blocks from dnaio, k-mers
+    """FASTA and FASTQ text blocks parsed by the kernels (and the odd ones on the host), k-mers
     built from packed words, the table laid out and encoded by the codec kernels: the cpu backend's bytes."""
     want = table_bytes(inputs, tmp_path / "cpu.kmers", k, canonical, backend_module.CpuBackend)
     got = table_bytes(inputs, tmp_path / "cuda.kmers", k, canonical, host_backend)

@@ -21,7 +21,6 @@ into table bytes happen. counter.py drives either one through the same methods:
 
 `select(device)` picks one; pycuda is imported only when cuda is chosen (mapper.device.cuda).
 """
-import os
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 
@@ -41,11 +40,20 @@ PARSE_AHEAD = 2      # text blocks parsed ahead of the one being cut into pieces
 _POOL = None
 
 
+def set_threads(n):
+    """`-t`: host threads for the pool and the compiled kernels (0: every core this process may use)."""
+    global _POOL
+    host.set_threads(n)
+    if _POOL is not None:
+        _POOL.shutdown()
+        _POOL = None
+
+
 def pool():
-    """The process's thread pool (one worker per CPU)."""
+    """The process's thread pool (one worker per host thread, `-t`)."""
     global _POOL
     if _POOL is None:
-        _POOL = ThreadPoolExecutor(max_workers=os.cpu_count() or 1, thread_name_prefix="gkmap-kmers")
+        _POOL = ThreadPoolExecutor(max_workers=host.threads(), thread_name_prefix="gkmap-kmers")
     return _POOL
 
 

@@ -1,7 +1,7 @@
 """`gkmap kmers count|dump|histo|query`: k-mer counting (the SNCGPU sort-and-compress design).
 
     gkmap kmers count -k K [--canonical] [--min-count N] [--device auto|cpu|cuda] [--memory GB]
-                      [--tmp DIR] -o OUT INPUT...
+                      [--tmp DIR] [-t N] -o OUT INPUT...
     gkmap kmers dump [-o FILE] OUT          KMER<TAB>COUNT lines, sorted
     gkmap kmers histo [-l LOW] [--high HIGH] [-i INC] [-f] OUT     as `jellyfish histo`
     gkmap kmers query OUT KMER...           KMER<TAB>COUNT per k-mer asked (0 when absent), as jellyfish
@@ -47,6 +47,8 @@ def add_arguments(parser):
     p.add_argument("--memory", type=float, default=2.0, metavar="GB",
                    help="memory for k-mer buffers; beyond it sorted runs are spilled to --tmp")
     p.add_argument("--tmp", metavar="DIR", help="folder for spilled runs; None means OUT's folder")
+    p.add_argument("-t", "--threads", type=int, default=0, metavar="N",
+                   help="host threads (parsing, the cpu backend's work); 0 = every core")
     p.add_argument("-o", "--output", required=True, metavar="OUT", help="the table to write")
     p.add_argument("inputs", nargs="+", metavar="INPUT", help="FASTA or FASTQ files, plain or gzip")
 
@@ -80,6 +82,9 @@ def _count(args):
     tmp = args.tmp or out_dir
     if not os.path.isdir(tmp):
         raise UsageError(f"--tmp {args.tmp}: not a folder")
+    if args.threads < 0:
+        raise UsageError(f"-t must be 0 (every core) or more, got {args.threads}")
+    backend.set_threads(args.threads)
     make_backend, device = backend.select(args.device)
     stats = count_kmers(args.inputs, args.output, args.k, args.canonical, args.min_count, make_backend,
                         int(args.memory * 2 ** 30), tmp)
