@@ -5,34 +5,35 @@
  * Input, per read r of the batch: its name (names[name_start[r] .. name_start[r + 1] - 1), a separator after
  * each), its ASCII bases seq[read_start[r] .. read_start[r + 1]) and qualities (qual, same offsets; NULL for
  * FASTA), nh[r] (loci found), mapq[r] (of its primary record) and second[r] (the second-best edit distance, or
- * -1). Per record k (a reported mapping, grouped by read in report order): rec_strand, rec_contig, rec_start,
- * rec_end (global reference coordinates, end exclusive) and rec_edits (the verifier's edit distance).
+ * -1). Per record k (a reported mapping, grouped by read in report order): rec_read, rec_strand, rec_contig,
+ * rec_start, rec_end (global reference coordinates, end exclusive), rec_edits (the verifier's edit distance)
+ * and rec_at, where the read's 2-bit codes on the record's strand begin in `codes` (seeding.StrandRows: the
+ * reads forward, then reverse-complemented).
  * Output lines are in input order: the records of read r are lines line_first[r] .. line_first[r + 1] - 1
  * (records rec_first[r] ..), or one unmapped record when nh[r] = 0; line_read[j] is line j's read.
  *
  * Steps (each a launch, one thread per item, no block cooperation):
- *   1. classify_records: ungapped[k] = 1 when the mapping spans the read's length and its Hamming distance
- *      (an N never matches) equals its edit count: the all-M alignment is then optimal and is the one reported;
+ *   1. classify_records: md_size[k] = the length of the MD of the all-M alignment when the mapping spans the
+ *      read's length and its Hamming distance (an N never matches) equals its edit count: that alignment is then
+ *      optimal and is the one reported; -1 otherwise;
  *   2. align_gapped, for the others: a global alignment of the read against exactly the span in the band of
  *      diagonals |j - i| <= d, traced back from the end preferring a diagonal step, then an insertion, then a
  *      deletion (the rule of mapper/align.py), its CIGAR and MD written into the record's slot of `texts`;
  *   3. line_sizes: the bytes of each line; the host scans them into offsets;
  *   4. write_lines: each line written at its offset.
- * Steps 3 and 4 run the same routine (render_line), which only counts when given no buffer, so a line's size
- * and its text cannot disagree.
+ * Steps 3 and 4 run the same routine (render_line<WRITE>), which only counts when WRITE is false, so a line's
+ * size and its text cannot disagree.
  *
  * `tables` (mapper/sam_kernel.py builds it from mapper/alphabet.py, so no letter rule is restated here):
- * bytes 0-255 the code of an ASCII base, 256-511 the code of its complement, 512-767 the complement of an
- * ASCII letter (SEQ of the reverse strand), 768-772 the MD letter of a reference code.
+ * bytes 0-255 the complement of an ASCII letter (SEQ of the reverse strand), 256-260 the MD letter of a code.
  */
 #include <stdint.h>
+#include <string.h>
 
 #include "common.cuh"
 
-#define T_CODE 0
-#define T_RCODE 256
-#define T_COMPLEMENT 512
-#define T_MD 768
+#define T_COMPLEMENT 0
+#define T_MD 256
 
 /* The operations of an alignment column, as align_gapped's traceback records them. */
 #define OP_MATCH 0
@@ -42,79 +43,127 @@
 
 #define UNREACHABLE (1 << 28)  /* a DP value no path adds enough to to overflow, never equal to one <= d */
 
-/* A writer that only counts when p is NULL (step 3) and writes when it is not (step 4). */
-struct Out {
+/* A record's reference span is a random place in the genome, a cache miss: on the host (one thread walks
+ * the items in order) the span of the record AHEAD items on is fetched early. A GPU hides the latency by its
+ * many threads instead. */
+#define AHEAD 8
+#ifdef GKMAP_HOST
+#define PREFETCH(p) __builtin_prefetch(p)
+#else
+#define PREFETCH(p)
+#endif
+
+/* A writer: with WRITE it puts bytes at p[n..], without it only counts them (n). */
+template <bool WRITE> struct Out {
     uint8_t *p;
     long long n;
 };
 
-__device__ __forceinline__ void put(Out &o, uint8_t c)
+template <bool WRITE> __device__ __forceinline__ void put(Out<WRITE> &o, uint8_t c)
 {
-    if (o.p)
+    if (WRITE)
         o.p[o.n] = c;
     o.n++;
 }
 
-__device__ __forceinline__ void put_bytes(Out &o, const uint8_t *s, long long len)
+template <bool WRITE> __device__ __forceinline__ void put_bytes(Out<WRITE> &o, const uint8_t *s, long long len)
 {
-    if (o.p)
-        for (long long i = 0; i < len; i++)
-            o.p[o.n + i] = s[i];
+    if (WRITE)
+        memcpy(o.p + o.n, s, len);
     o.n += len;
 }
 
 /* A NUL-terminated literal (field separators and tag prefixes). */
-__device__ __forceinline__ void put_str(Out &o, const char *s)
+template <bool WRITE> __device__ __forceinline__ void put_str(Out<WRITE> &o, const char *s)
 {
     while (*s)
         put(o, (uint8_t)*s++);
 }
 
+__device__ __forceinline__ int digits(long long v)
+{
+    int d = 1;
+    for (long long p = 10; p <= v; p *= 10)
+        d++;
+    return d;
+}
+
 /* v in decimal, '-' first when negative. */
-__device__ __forceinline__ void put_int(Out &o, long long v)
+template <bool WRITE> __device__ __forceinline__ void put_int(Out<WRITE> &o, long long v)
 {
     if (v < 0) {
         put(o, '-');
         v = -v;
     }
-    int digits = 1;
-    for (long long p = 10; p <= v; p *= 10)
-        digits++;
-    if (o.p)
-        for (int i = digits - 1; i >= 0; i--, v /= 10)
+    const int d = digits(v);
+    if (WRITE)
+        for (int i = d - 1; i >= 0; i--, v /= 10)
             o.p[o.n + i] = (uint8_t)('0' + v % 10);
-    o.n += digits;
-}
-
-/* Code of base i of read r on its strand: the strand's sequence is the read reverse-complemented for strand 1. */
-__device__ __forceinline__ uint8_t read_code(const uint8_t *seq, long long a, long long L, long long strand,
-                                             long long i, const uint8_t *tables)
-{
-    return strand ? tables[T_RCODE + seq[a + L - 1 - i]] : tables[T_CODE + seq[a + i]];
+    o.n += d;
 }
 
 /* A read letter and a reference letter match when their codes are equal and not N (CONVENTIONS.md). */
 __device__ __forceinline__ int differ(uint8_t x, uint8_t y) { return x != y || x == CODE_N; }
 
-/* Step 1. One thread per record k. */
-extern "C" __global__ void classify_records(const uint8_t *seq, const long long *read_start, const long long *rec_read,
-                                            const long long *rec_strand, const long long *rec_start,
+#define LOW7 0x7F7F7F7F7F7F7F7FULL
+#define HIGH1 0x8080808080808080ULL
+
+/* The top bit of each zero byte of v: (v & 7f..) + 7f.. sets a byte's top bit unless its low bits are all
+ * zero, and no carry crosses a byte (each byte adds at most 0x7f + 0x7f). */
+__device__ __forceinline__ uint64_t zero_bytes(uint64_t v) { return ~(((v & LOW7) + LOW7) | v | LOW7); }
+
+/* Bytes [i, i + 8) of x and y compared by `differ` at once: the top bit of each differing byte, bytes past
+ * `len` (the read's length) left out. Little-endian loads: byte k of the word is bits 8k .. 8k + 7. */
+__device__ __forceinline__ uint64_t differ_bits(const uint8_t *x, const uint8_t *y, long long i, long long len)
+{
+    uint64_t u = 0, v = 0;
+    const long long n = len - i;
+    if (n >= 8) {
+        memcpy(&u, x + i, 8);
+        memcpy(&v, y + i, 8);
+    } else {
+        for (int b = 0; b < n; b++) {
+            u |= (uint64_t)x[i + b] << (8 * b);
+            v |= (uint64_t)y[i + b] << (8 * b);
+        }
+    }
+    const uint64_t bits = (~zero_bytes(u ^ v) & HIGH1) | zero_bytes(u ^ (CODE_N * 0x0101010101010101ULL));
+    return n >= 8 ? bits : bits & ((1ULL << (8 * n)) - 1);
+}
+
+/* The byte (0 .. 7) of the lowest set top bit of a differ_bits word. */
+__device__ __forceinline__ int first_byte(uint64_t bits) { return __popcll((bits & (0 - bits)) - 1) / 8; }
+
+/* Step 1. One thread per record k: the all-M alignment's MD (see render_line) is sized while the mismatches
+ * are counted, so that step 3 need not scan the record again. */
+extern "C" __global__ void classify_records(const uint8_t *codes, const long long *rec_at, const long long *rec_read,
+                                            const long long *read_start, const long long *rec_start,
                                             const long long *rec_end, const long long *rec_edits,
-                                            const uint8_t *genome, const uint8_t *tables, long long m,
-                                            uint8_t *ungapped)
+                                            const uint8_t *genome, long long m, long long *md_size)
 {
     const long long k = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (k >= m)
         return;
-    const long long r = rec_read[k], a = read_start[r], L = read_start[r + 1] - a, g = rec_start[k];
+    if (k + AHEAD < m) {
+        PREFETCH(genome + rec_start[k + AHEAD]);
+        PREFETCH(genome + rec_start[k + AHEAD] + 64);
+    }
+    const long long r = rec_read[k], L = read_start[r + 1] - read_start[r], g = rec_start[k], edits = rec_edits[k];
     if (rec_end[k] - g != L) {
-        ungapped[k] = 0;
+        md_size[k] = -1;
         return;
     }
-    long long hamming = 0;
-    for (long long i = 0; i < L && hamming <= rec_edits[k]; i++)
-        hamming += differ(read_code(seq, a, L, rec_strand[k], i, tables), genome[g + i]);
-    ungapped[k] = hamming == rec_edits[k];
+    const uint8_t *x = codes + rec_at[k], *y = genome + g;
+    long long hamming = 0, size = 0, last = -1;  // last: the previous mismatch
+    for (long long i = 0; i < L && hamming <= edits; i += 8) {
+        for (uint64_t bits = differ_bits(x, y, i, L); bits; bits &= bits - 1) {
+            const long long at = i + first_byte(bits);
+            size += digits(at - last - 1) + 1;
+            last = at;
+            hamming++;
+        }
+    }
+    md_size[k] = hamming == edits ? size + digits(L - last - 1) : -1;
 }
 
 /* Step 2. One thread per gapped record gapped[t] with edit distance d and span W = end - start, over the read
@@ -124,12 +173,22 @@ extern "C" __global__ void classify_records(const uint8_t *seq, const long long 
  * (i - 1, b + 1) plus 1 and the deletion from (i, b - 1) plus 1, left to right. The traceback from (L, W)
  * takes the diagonal step when it gives the cell's value, else the insertion, else the deletion, to (0, 0).
  * An alignment of cost d never leaves the band, so these values and choices are those of the unbanded table.
- * The record's scratch (host-sized: (L + 1)(2d + 1) ints, then L + d op bytes) holds D and the columns.
- * The CIGAR (runs of M, I and D) and then the MD (matches before each mismatch, its reference letter, '^' and
- * the letters of a deletion run; insertions leave no trace; then the trailing matches) are written at
- * texts[text_at[t]]; their lengths and the alignment's cost in cig_len, md_len and gap_nm. */
-extern "C" __global__ void align_gapped(const uint8_t *seq, const long long *read_start, const long long *rec_read,
-                                        const long long *rec_strand, const long long *rec_start,
+ * Only two rows of D are kept (d <= MAX_E: BAND ints each); the traceback reads, per cell, which of the
+ * diagonal and insertion steps give its value (flags). The record's scratch (host-sized) holds the span's
+ * letters padded with N on both sides (L + 2d + 1 bytes), the flags ((L + 1)(2d + 1) bytes) and the columns
+ * (L + d op bytes). The CIGAR (runs of M, I and D) and then the MD (matches before each mismatch, its
+ * reference letter, '^' and the letters of a deletion run; insertions leave no trace; then the trailing
+ * matches) are written at texts[text_at[t]]; their lengths and the alignment's cost in cig_len, md_len and
+ * gap_nm. */
+#ifndef MAX_E
+#define MAX_E 25
+#endif
+#define BAND (2 * MAX_E + 2)
+#define DIAG_OK 1
+#define INS_OK 2
+
+extern "C" __global__ void align_gapped(const uint8_t *codes, const long long *rec_at, const long long *rec_read,
+                                        const long long *read_start, const long long *rec_start,
                                         const long long *rec_end, const long long *rec_edits, const uint8_t *genome,
                                         const uint8_t *tables, const long long *gapped, long long count,
                                         uint8_t *scratch, const long long *scratch_at, uint8_t *texts,
@@ -139,40 +198,42 @@ extern "C" __global__ void align_gapped(const uint8_t *seq, const long long *rea
     const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= count)
         return;
-    const long long k = gapped[t], r = rec_read[k], a = read_start[r], L = read_start[r + 1] - a;
-    const long long strand = rec_strand[k], g = rec_start[k], W = rec_end[k] - g, d = rec_edits[k], B = 2 * d + 1;
-    int *D = (int *)(scratch + scratch_at[t]);
-    uint8_t *ops = scratch + scratch_at[t] + (L + 1) * B * (long long)sizeof(int);
+    const long long k = gapped[t], r = rec_read[k], L = read_start[r + 1] - read_start[r];
+    const long long g = rec_start[k], W = rec_end[k] - g, d = rec_edits[k], B = 2 * d + 1;
+    const uint8_t *x = codes + rec_at[k];
+    uint8_t *span = scratch + scratch_at[t];  // span[q]: the letter at j - 1 = q - d - 1
+    uint8_t *flags = span + L + 2 * d + 1, *ops = flags + (L + 1) * B;
+    for (long long q = 0; q < L + 2 * d + 1; q++)
+        span[q] = q - d - 1 >= 0 && q - d - 1 < W ? genome[g + q - d - 1] : (uint8_t)CODE_N;
+    int rows[2][BAND];
     for (long long b = 0; b < B; b++)
-        D[b] = b - d >= 0 && b - d <= W ? (int)(b - d) : UNREACHABLE;
+        rows[0][b] = b - d >= 0 && b - d <= W ? (int)(b - d) : UNREACHABLE;
+    rows[0][B] = rows[1][B] = UNREACHABLE;  // a column no step can take
     for (long long i = 1; i <= L; i++) {
-        const uint8_t x = read_code(seq, a, L, strand, i - 1, tables);
-        int *row = D + i * B;
-        const int *up = row - B;
-        for (long long b = 0; b < B; b++) {
-            const long long j = i + b - d;
-            const uint8_t y = j - 1 >= 0 && j - 1 < W ? genome[g + j - 1] : (uint8_t)CODE_N;
-            int best = up[b] + differ(x, y);
-            if (b + 1 < B && up[b + 1] + 1 < best)
-                best = up[b + 1] + 1;
-            if (b > 0 && row[b - 1] + 1 < best)
-                best = row[b - 1] + 1;
-            row[b] = best;
+        int *row = rows[i & 1];
+        const int *up = rows[(i - 1) & 1];
+        const uint8_t xi = x[i - 1], *y = span + i;  // y[b]: the letter at j - 1 of cell (i, b)
+        for (long long b = 0; b < B; b++) {  // diagonal and insertion steps: independent cells
+            const int diag = up[b] + differ(xi, y[b]), ins = up[b + 1] + 1;
+            row[b] = diag < ins ? diag : ins;
+        }
+        uint8_t *flag = flags + i * B;
+        for (long long b = 0; b < B; b++) {  // deletions, left to right; then which steps give the value
+            if (b && row[b - 1] + 1 < row[b])
+                row[b] = row[b - 1] + 1;
+            flag[b] = (up[b] + differ(xi, y[b]) == row[b] ? DIAG_OK : 0) | (up[b + 1] + 1 == row[b] ? INS_OK : 0);
         }
     }
     long long i = L, b = W - L + d, n_ops = 0;
     const long long steps = L + d;
-    gap_nm[t] = D[i * B + b];
+    gap_nm[t] = rows[L & 1][b];
     while (i > 0 || b != d) {
-        const int here = D[i * B + b];
         int op = OP_DEL;
         if (i > 0) {
-            const long long j = i + b - d;
-            const uint8_t y = j - 1 >= 0 && j - 1 < W ? genome[g + j - 1] : (uint8_t)CODE_N;
-            const int mis = differ(read_code(seq, a, L, strand, i - 1, tables), y);
-            if (D[(i - 1) * B + b] + mis == here)
-                op = mis ? OP_MISMATCH : OP_MATCH;
-            else if (b + 1 < B && D[(i - 1) * B + b + 1] + 1 == here)
+            const uint8_t flag = flags[i * B + b];
+            if (flag & DIAG_OK)
+                op = differ(x[i - 1], span[i + b]) ? OP_MISMATCH : OP_MATCH;
+            else if (flag & INS_OK)
                 op = OP_INS;
         }
         ops[steps - 1 - n_ops++] = (uint8_t)op;
@@ -184,7 +245,7 @@ extern "C" __global__ void align_gapped(const uint8_t *seq, const long long *rea
             b--;
     }
     const uint8_t *col = ops + steps - n_ops;
-    Out o = {texts + text_at[t], 0};
+    Out<true> o = {texts + text_at[t], 0};
     for (long long c = 0; c < n_ops;) {  // CIGAR: run-length of M (match or mismatch), I, D
         const int kind = col[c] == OP_MISMATCH ? OP_MATCH : col[c];
         long long run = 0;
@@ -216,23 +277,29 @@ extern "C" __global__ void align_gapped(const uint8_t *seq, const long long *rea
     md_len[t] = o.n - cig_len[t];
 }
 
-/* One line's text (Out o counting or writing): a read's record, or its unmapped record. SAM columns (README,
- * "What gkmap map reports"): QNAME FLAG RNAME POS MAPQ CIGAR * 0 0 SEQ QUAL, then NM MD AS [XS] NH HI [RG].
- * FLAG 16 on the reverse strand, plus 256 after the read's first record; MAPQ the read's for its first record,
- * else 0; POS 1-based in the contig; SEQ reverse-complemented and QUAL reversed on the reverse strand, '*'
- * for an empty read (QUAL '*' for FASTA); AS is -NM, XS minus the second-best distance when there is one;
+/* One line's text (counted, or written with WRITE): a read's record, or its unmapped record. SAM columns
+ * (README, "What gkmap map reports"): QNAME FLAG RNAME POS MAPQ CIGAR * 0 0 SEQ QUAL, then NM MD AS [XS] NH HI
+ * [RG]. FLAG 16 on the reverse strand, plus 256 after the read's first record; MAPQ the read's for its first
+ * record, else 0; POS 1-based in the contig; SEQ reverse-complemented and QUAL reversed on the reverse strand,
+ * '*' for an empty read (QUAL '*' for FASTA); AS is -NM, XS minus the second-best distance when there is one;
  * HI counts the read's records from 1. An unmapped read: FLAG 4, RNAME '*', POS and MAPQ 0, CIGAR '*', SEQ and
- * QUAL forward, no tags but RG. `tail` is "\tRG:Z:ID" with -R, else empty. */
+ * QUAL forward, no tags but RG. `tail` is "\tRG:Z:ID" with -R, else empty. An ungapped record's CIGAR is
+ * "<L>M" and its MD lists the matches before each mismatch and the mismatch's reference letter, then the
+ * matches after the last. */
 #define LINE_PARAMS const uint8_t *names, const long long *name_start, const uint8_t *seq, const uint8_t *qual, \
     const long long *read_start, const long long *nh, const long long *mapq, const long long *second, \
     const long long *line_first, const long long *rec_first, const long long *line_read, \
     const long long *rec_strand, const long long *rec_contig, const long long *rec_start, \
-    const long long *rec_edits, const long long *gap_of, const uint8_t *texts, const long long *text_at, \
-    const long long *cig_len, const long long *md_len, const long long *gap_nm, const uint8_t *genome, \
-    const long long *contig_start, const uint8_t *contig_names, const long long *contig_name_start, \
-    const uint8_t *tables, const uint8_t *tail, long long tail_len, long long lines
+    const long long *rec_edits, const uint8_t *codes, const long long *rec_at, const long long *md_size, \
+    const long long *gap_of, const uint8_t *texts, const long long *text_at, const long long *cig_len, \
+    const long long *md_len, const long long *gap_nm, const uint8_t *genome, const long long *contig_start, \
+    const uint8_t *contig_names, const long long *contig_name_start, const uint8_t *tables, \
+    const uint8_t *tail, long long tail_len, long long lines
+#define LINE_ARGS names, name_start, seq, qual, read_start, nh, mapq, second, line_first, rec_first, line_read, \
+    rec_strand, rec_contig, rec_start, rec_edits, codes, rec_at, md_size, gap_of, texts, text_at, cig_len, md_len, \
+    gap_nm, genome, contig_start, contig_names, contig_name_start, tables, tail, tail_len, lines
 
-__device__ void render_line(long long j, Out &o, LINE_PARAMS)
+template <bool WRITE> __device__ __forceinline__ void render_line(long long j, Out<WRITE> &o, LINE_PARAMS)
 {
     const long long r = line_read[j], a = read_start[r], L = read_start[r + 1] - a;
     put_bytes(o, names + name_start[r], name_start[r + 1] - 1 - name_start[r]);
@@ -262,48 +329,49 @@ __device__ void render_line(long long j, Out &o, LINE_PARAMS)
         }
     }
     put_str(o, "\t*\t0\t0\t");
-    if (L == 0)
+    if (L == 0) {
         put(o, '*');
-    else if (o.p && strand)
-        for (long long i = 0; i < L; i++)
-            o.p[o.n + i] = tables[T_COMPLEMENT + seq[a + L - 1 - i]];
-    else if (o.p)
-        for (long long i = 0; i < L; i++)
-            o.p[o.n + i] = seq[a + i];
-    if (L)
+    } else if (!strand) {
+        put_bytes(o, seq + a, L);
+    } else {
+        if (WRITE)
+            for (long long i = 0; i < L; i++)
+                o.p[o.n + i] = tables[T_COMPLEMENT + seq[a + L - 1 - i]];
         o.n += L;
+    }
     put(o, '\t');
-    if (L == 0 || !qual)
+    if (L == 0 || !qual) {
         put(o, '*');
-    else if (o.p && strand)
-        for (long long i = 0; i < L; i++)
-            o.p[o.n + i] = qual[a + L - 1 - i];
-    else if (o.p)
-        for (long long i = 0; i < L; i++)
-            o.p[o.n + i] = qual[a + i];
-    if (L && qual)
+    } else if (!strand) {
+        put_bytes(o, qual + a, L);
+    } else {
+        if (WRITE)
+            for (long long i = 0; i < L; i++)
+                o.p[o.n + i] = qual[a + L - 1 - i];
         o.n += L;
+    }
     if (k >= 0) {
         const long long t = gap_of[k];
-        const long long g = rec_start[k], nm = t >= 0 ? gap_nm[t] : rec_edits[k];
+        const long long nm = t >= 0 ? gap_nm[t] : rec_edits[k];
         put_str(o, "\tNM:i:");
         put_int(o, nm);
         put_str(o, "\tMD:Z:");
         if (t >= 0) {
             put_bytes(o, texts + text_at[t] + cig_len[t], md_len[t]);
-        } else {  // the ungapped MD: matches before each mismatch and its reference letter, then the rest
-            long long matches = 0;
-            for (long long i = 0; i < L; i++) {
-                const uint8_t y = genome[g + i];
-                if (differ(read_code(seq, a, L, strand, i, tables), y)) {
-                    put_int(o, matches);
-                    put(o, tables[T_MD + y]);
-                    matches = 0;
-                } else {
-                    matches++;
+        } else if (!WRITE) {
+            o.n += md_size[k];
+        } else {
+            const uint8_t *x = codes + rec_at[k], *y = genome + rec_start[k];
+            long long last = -1;
+            for (long long i = 0; i < L; i += 8) {
+                for (uint64_t bits = differ_bits(x, y, i, L); bits; bits &= bits - 1) {
+                    const long long at = i + first_byte(bits);
+                    put_int(o, at - last - 1);
+                    put(o, tables[T_MD + y[at]]);
+                    last = at;
                 }
             }
-            put_int(o, matches);
+            put_int(o, L - last - 1);
         }
         put_str(o, "\tAS:i:");
         put_int(o, -nm);
@@ -326,10 +394,8 @@ extern "C" __global__ void line_sizes(LINE_PARAMS, long long *size)
     const long long j = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (j >= lines)
         return;
-    Out o = {0, 0};
-    render_line(j, o, names, name_start, seq, qual, read_start, nh, mapq, second, line_first, rec_first, line_read,
-                rec_strand, rec_contig, rec_start, rec_edits, gap_of, texts, text_at, cig_len, md_len, gap_nm, genome,
-                contig_start, contig_names, contig_name_start, tables, tail, tail_len, lines);
+    Out<false> o = {0, 0};
+    render_line(j, o, LINE_ARGS);
     size[j] = o.n;
 }
 
@@ -339,8 +405,13 @@ extern "C" __global__ void write_lines(LINE_PARAMS, const long long *offset, uin
     const long long j = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (j >= lines)
         return;
-    Out o = {text + offset[j], 0};
-    render_line(j, o, names, name_start, seq, qual, read_start, nh, mapq, second, line_first, rec_first, line_read,
-                rec_strand, rec_contig, rec_start, rec_edits, gap_of, texts, text_at, cig_len, md_len, gap_nm, genome,
-                contig_start, contig_names, contig_name_start, tables, tail, tail_len, lines);
+#ifdef GKMAP_HOST
+    if (j + AHEAD < lines && nh[line_read[j + AHEAD]]) {
+        const long long ahead = rec_first[line_read[j + AHEAD]] + j + AHEAD - line_first[line_read[j + AHEAD]];
+        PREFETCH(genome + rec_start[ahead]);
+        PREFETCH(genome + rec_start[ahead] + 64);
+    }
+#endif
+    Out<true> o = {text + offset[j], 0};
+    render_line(j, o, LINE_ARGS);
 }

@@ -90,13 +90,15 @@ class Rendered:
 
 
 def render(batch, rows, maps, reference, best, max_records, want_unmapped, read_group=None, threads=1,
-           compiled=None):
+           compiled=None, raw=False):
     """SAM text of `batch` from its verified mappings (`rows`: its StrandRows); `read_group`: -R's ID.
 
     The records (CIGAR, MD and text) are written by kernels/render.cu on `threads` threads (sam_kernel.py)
     where a C++ compiler is present, else by the numpy renderer (align.describe, sam.batch_records), which
     states the same rules and is the tests' oracle; `compiled` forces one or the other (None: the first
-    where it can run). Render processes keep to one thread each: they are the parallelism."""
+    where it can run). Render processes keep to one thread each: they are the parallelism. With `raw` the
+    compiled renderer's SAM is left as its ASCII bytes (a uint8 array), for a render process to write to
+    its file without making a str of it."""
     t0 = time.perf_counter()
     found = batch_loci(rows, maps, len(batch), reference)
     loci, read, strand = cap_records(found, best, max_records)
@@ -105,8 +107,10 @@ def render(batch, rows, maps, reference, best, max_records, want_unmapped, read_
         compiled = sam_kernel.available()
     if compiled:
         t1 = time.perf_counter()
-        sam = sam_kernel.records_text(batch, reference, read, strand, loci, found.nh, mapq, second, read_group,
-                                      threads)
+        sam = sam_kernel.records_text(batch, rows, reference, read, strand, loci, found.nh, mapq, second,
+                                      read_group, threads)
+        if not raw:
+            sam = str(sam, "utf-8")
     else:
         cigars, mds, nms = describe(rows, loci, reference)
         t1 = time.perf_counter()
@@ -227,13 +231,14 @@ class _Names:
 
 
 def _spill(text, folder, suffix):
-    if not text:
-        return text
-    data = text.encode("ascii")
+    """`text` (a str, or ASCII bytes as a uint8 array: render's `raw`) in a file of `folder`; '' when empty."""
+    if not len(text):
+        return ""
+    data = text.encode("ascii") if isinstance(text, str) else memoryview(text)
     fd, path = tempfile.mkstemp(dir=folder, suffix=suffix)
     with os.fdopen(fd, "wb") as handle:
         handle.write(data)
-    return SpilledText(path, len(data))
+    return SpilledText(path, data.nbytes if isinstance(data, memoryview) else len(data))
 
 
 _reference = None  # (folder, Reference): the worker's reference, loaded by its first job
@@ -267,7 +272,7 @@ def _render_job(reference, path, layout, first, a, b, options, folder):
     batch, e, maps = _read_batch(path, layout, first)
     part, e, maps = _slice(batch, e, maps, a, b)
     rows = strand_rows(part.codes(), part.starts, e)
-    done = render(part, rows, maps, _worker_reference(reference), *options)
+    done = render(part, rows, maps, _worker_reference(reference), *options, raw=True)
     done.sam, done.unmapped = _spill(done.sam, folder, ".sam"), _spill(done.unmapped, folder, ".fq")
     return done
 

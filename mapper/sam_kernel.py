@@ -14,12 +14,14 @@ both must give the same text byte for byte (tests/test_render_kernel.py).
 """
 import numpy as np
 
-from mapper.alphabet import COMPLEMENT, COMPLEMENT_ASCII, ENCODE, MD_ASCII
+from mapper.alphabet import COMPLEMENT_ASCII, MD_ASCII
 from mapper.device import host
+from mapper.options import MAX_E
 
 _SOURCE = "render.cu"
+GAPPED_CHUNK = 4096  # gapped records per align_gapped launch (a few MB of scratch)
 # kernels/render.cu's `tables`: the letter rules of mapper/alphabet.py, handed over so none is restated there
-_TABLES = np.concatenate([ENCODE, COMPLEMENT[ENCODE], COMPLEMENT_ASCII, MD_ASCII]).astype(np.uint8)
+_TABLES = np.concatenate([COMPLEMENT_ASCII, MD_ASCII]).astype(np.uint8)
 
 
 def available():
@@ -37,17 +39,20 @@ def _joined(names):
     return blob, np.r_[0, np.flatnonzero(blob == 10) + 1].astype(np.int64)
 
 
-def records_text(batch, reference, read, strand, loci, nh, mapq, second, read_group=None, threads=1):
-    """What `sam.batch_records(batch, ..., *align.describe(...), ...)` returns for the same arguments (see
-    there), computed by kernels/render.cu on `threads` OpenMP threads: the SAM lines of one batch in input
-    order, one string."""
+def records_text(batch, rows, reference, read, strand, loci, nh, mapq, second, read_group=None, threads=1):
+    """What `sam.batch_records(batch, reference, ..., *align.describe(rows, loci, reference), ...)` returns
+    for the same arguments (see there), computed by kernels/render.cu on `threads` OpenMP threads: the SAM
+    lines of one batch in input order, as a uint8 array of their ASCII text (a render process writes it to a
+    file as it is; str(text, "utf-8") is the str)."""
     n, m = len(batch), len(read)
     if not n:
-        return ""
+        return np.zeros(0, dtype=np.uint8)
     kept = np.bincount(read, minlength=n)
     per_read = kept + (nh == 0)  # a read's records, or its unmapped record
     line_first = np.r_[0, np.cumsum(per_read)].astype(np.int64)
     lines = int(line_first[-1])
+    if not lines:
+        return np.zeros(0, dtype=np.uint8)
     line_read = np.repeat(np.arange(n, dtype=np.int64), per_read)
     rec_first = np.r_[0, np.cumsum(kept)[:-1]].astype(np.int64)
     names, name_start = _joined(batch.names)
@@ -55,50 +60,59 @@ def records_text(batch, reference, read, strand, loci, nh, mapq, second, read_gr
     seq, read_start = np.ascontiguousarray(batch.seq), _i64(batch.starts)
     qual = np.intp(0) if batch.qual is None else np.ascontiguousarray(batch.qual)
     genome = np.ascontiguousarray(reference.codes)
-    rec = [_i64(read), _i64(strand), _i64(loci.start), _i64(loci.end), _i64(loci.edits)]
-    rec_contig = _i64(loci.contig)
-    launch = lambda name, count, *args: host.launch(host.function(_SOURCE, name), count, *args, workers=threads)
+    codes = np.ascontiguousarray(rows.codes)
+    # a record's read (codes from rec_at on its strand) and span
+    rec = [_i64(rows.start[loci.row]), _i64(read), read_start, _i64(loci.start), _i64(loci.end), _i64(loci.edits)]
+    launch = lambda name, count, *args: host.launch(host.function(_SOURCE, name, MAX_E=MAX_E), count, *args,
+                                                    workers=threads)
 
-    ungapped = np.empty(max(m, 1), dtype=np.uint8)
-    launch("classify_records", m, seq, read_start, *rec, genome, _TABLES, np.int64(m), ungapped)
-    gapped = np.flatnonzero(ungapped[:m] == 0)
+    md_size = np.empty(max(m, 1), dtype=np.int64)
+    launch("classify_records", m, codes, *rec, genome, np.int64(m), md_size)
+    gapped = np.flatnonzero(md_size[:m] < 0)
     gap_of = np.full(max(m, 1), -1, dtype=np.int64)
     gap_of[gapped] = np.arange(len(gapped))
-    texts, text_at, cig_len, md_len, gap_nm = _align_gapped(launch, gapped, seq, read_start, rec, genome)
+    texts, text_at, cig_len, md_len, gap_nm = _align_gapped(launch, gapped, codes, rec, genome)
 
     tail = np.frombuffer(f"\tRG:Z:{read_group}".encode() if read_group is not None else b"\0", dtype=np.uint8)
     line_args = (names, name_start, seq, qual, read_start, _i64(nh), _i64(mapq), _i64(second), line_first,
-                 rec_first, line_read, rec[1], rec_contig, rec[2], rec[4], gap_of, texts, text_at, cig_len,
-                 md_len, gap_nm, genome, _i64(reference.starts), contig_names, contig_name_start, _TABLES, tail,
-                 np.int64(len(tail) if read_group is not None else 0), np.int64(lines))
+                 rec_first, line_read, _i64(strand), _i64(loci.contig), rec[3], rec[5], codes, rec[0], md_size,
+                 gap_of, texts, text_at, cig_len, md_len, gap_nm, genome, _i64(reference.starts), contig_names,
+                 contig_name_start, _TABLES, tail, np.int64(len(tail) if read_group is not None else 0),
+                 np.int64(lines))
     size = np.empty(lines, dtype=np.int64)
     launch("line_sizes", lines, *line_args, size)
     offset = np.zeros(lines, dtype=np.int64)
     np.cumsum(size[:-1], out=offset[1:])
     text = np.empty(int(offset[-1] + size[-1]), dtype=np.uint8)
     launch("write_lines", lines, *line_args, offset, text)
-    return text.tobytes().decode()
+    return text
 
 
-def _align_gapped(launch, gapped, seq, read_start, rec, genome):
+def _align_gapped(launch, gapped, codes, rec, genome):
     """CIGAR and MD texts of the records `gapped` by kernels/render.cu's align_gapped: (texts, text_at,
     cig_len, md_len, nm), the i-th gapped record's CIGAR at texts[text_at[i]:][:cig_len[i]], its MD after.
     Each record gets a slot that holds any alignment of cost d: at most 2d + 1 CIGAR runs and d + 1 MD
     tokens, each a number (at most 20 digits) and up to two letters, the letters of deletion runs (at
-    most d) besides; and a DP scratch of (L + 1)(2d + 1) ints and L + d op bytes."""
+    most d) besides. The kernel's scratch (the padded span, a flag byte per band cell and the columns: about
+    (L + 1)(2d + 3) bytes a record) is one buffer reused by launches of GAPPED_CHUNK records, which keeps
+    it in cache and spares the page faults of a fresh buffer per batch."""
     count = len(gapped)
     if not count:
         one = np.zeros(1, dtype=np.int64)
         return np.zeros(1, dtype=np.uint8), one, one, one, one
-    read, d = rec[0][gapped], rec[4][gapped]
+    read, read_start, d = rec[1][gapped], rec[2], rec[5][gapped]
     L = read_start[read + 1] - read_start[read]
     text_room = (2 * d + 1) * 21 + (d + 1) * 22 + d
-    scratch_room = -(-((L + 1) * (2 * d + 1) * 4 + L + d) // 8) * 8
     text_at = np.r_[0, np.cumsum(text_room)]
-    scratch_at = np.r_[0, np.cumsum(scratch_room)]
     texts = np.empty(int(text_at[-1]), dtype=np.uint8)
-    scratch = np.empty(int(scratch_at[-1]), dtype=np.uint8)
+    scratch_room = (L + 2 * d + 1) + (L + 1) * (2 * d + 1) + (L + d)
     cig_len, md_len, nm = (np.empty(count, dtype=np.int64) for _ in range(3))
-    launch("align_gapped", count, seq, read_start, *rec, genome, _TABLES, _i64(gapped), np.int64(count), scratch,
-           scratch_at, texts, text_at, cig_len, md_len, nm)
+    scratch = None
+    for a in range(0, count, GAPPED_CHUNK):
+        b = min(a + GAPPED_CHUNK, count)
+        scratch_at = np.r_[0, np.cumsum(scratch_room[a:b])]
+        if scratch is None or len(scratch) < scratch_at[-1]:
+            scratch = np.empty(int(scratch_at[-1]), dtype=np.uint8)
+        launch("align_gapped", b - a, codes, *rec, genome, _TABLES, _i64(gapped[a:b]), np.int64(b - a), scratch,
+               scratch_at, texts, text_at[a:b], cig_len[a:], md_len[a:], nm[a:])
     return texts, text_at, cig_len, md_len, nm

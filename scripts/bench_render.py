@@ -100,8 +100,8 @@ def main():
     t_numpy, want = best_of(args.repeat, numpy_records)
     print(f"{'records (CIGAR/MD/text)':<28}{'numpy':<22}{rate(t_numpy)}", flush=True)
     for threads in (int(t) for t in args.threads.split(",")):
-        seconds, got = best_of(args.repeat, lambda: sam_kernel.records_text(
-            batch, reference, read, strand, loci, found.nh, mapq, second, args.read_group, threads))
+        seconds, got = best_of(args.repeat, lambda: str(sam_kernel.records_text(
+            batch, rows, reference, read, strand, loci, found.nh, mapq, second, args.read_group, threads), "utf-8"))
         same = "equal" if got == want else "DIFFERENT"
         print(f"{'records (CIGAR/MD/text)':<28}{f'compiled, {threads} thr':<22}{rate(seconds)}  x{t_numpy / seconds:.1f}"
               f"  text {same}", flush=True)
