@@ -44,6 +44,7 @@ Why each choice:
   what a kill between creating and unlinking one left.
 """
 import collections
+import itertools
 import os
 import struct
 import tempfile
@@ -246,7 +247,7 @@ class _Bgzf:
         if self._npending >= task:
             joined = memoryview(b"".join(self._pending))
             whole = len(joined) - len(joined) % task
-            self._pending, self._npending = [joined[whole:]], len(joined) - whole
+            self._pending, self._npending = [bytes(joined[whole:])], len(joined) - whole  # not a view: frees joined
             for start in range(0, whole, task):
                 self._submit(joined[start:start + task])
 
@@ -325,6 +326,11 @@ class BamWriter(_Writer):
         self._bgzf.abort()
 
 
+def pack(records):
+    """A run piece's records compressed (ISA-L level 1, raw deflate): temporary files 2.6 times smaller."""
+    return _fast.compress(records, 1, -15)
+
+
 class _Run:
     """A sorted run in a temporary file: pieces of (keys, lengths, ISA-L-compressed records)."""
 
@@ -333,9 +339,9 @@ class _Run:
         os.unlink(path)  # the descriptor keeps the data until closed: nothing is left behind, even on a kill
         self.file = os.fdopen(fd, "w+b")
 
-    def append(self, keys, lengths, records):
-        body = _fast.compress(records, 1, -15)
-        self.file.write(_PIECE_HEAD.pack(len(keys), len(records), len(body)))
+    def append(self, keys, lengths, raw, body):
+        """A piece: its keys, record lengths, and records (`raw` bytes) compressed to `body` (`pack`)."""
+        self.file.write(_PIECE_HEAD.pack(len(keys), raw, len(body)))
         self.file.write(keys.tobytes())
         self.file.write(lengths.astype(np.uint32).tobytes())
         self.file.write(body)
@@ -367,6 +373,13 @@ def _pieces(lengths, size):
         hi = max(lo + 1, int(np.searchsorted(ends, ends[lo] - lengths[lo] + size, "right")))
         yield lo, hi
         lo = hi
+
+
+def _split(keys, lengths, records, size):
+    """Consecutive records (keys, lengths, their bytes back to back) as pieces of about `size` bytes."""
+    starts = np.cumsum(lengths) - lengths
+    for lo, hi in _pieces(lengths, size):
+        yield keys[lo:hi], lengths[lo:hi], records[starts[lo]:starts[hi - 1] + lengths[hi - 1]]
 
 
 class _Cursor:
@@ -407,6 +420,7 @@ class SortedBamWriter(_Writer):
         self._fill, self._count = 0, 0
         self._keys, self._starts, self._lengths = [], [], []
         self._runs, self._open = [], []  # the runs to merge; every run file still open
+        self._pool = ThreadPoolExecutor(self._threads, thread_name_prefix="gkmap-sort") if self._threads > 1 else None
 
     def write(self, sam_records):
         """Every record is checked (pass 1) before any is kept; they are encoded straight into the arena,
@@ -449,11 +463,19 @@ class SortedBamWriter(_Writer):
         self._open.append(run)
         return run
 
+    def _store(self, run, pieces):
+        """Append (keys, lengths, records) pieces to `run`, `threads` of them compressed at once."""
+        pieces = iter(pieces)
+        while batch := list(itertools.islice(pieces, self._threads)):
+            records = [p[2] for p in batch]
+            bodies = self._pool.map(pack, records) if self._pool else map(pack, records)
+            for (keys, lengths, raw), body in zip(batch, bodies):
+                run.append(keys, lengths, len(raw), body)
+
     def _spill(self):
         run = self._new_run()
         self._runs.append(run)
-        for piece in self._sorted_pieces():
-            run.append(*piece)
+        self._store(run, self._sorted_pieces())
         run.rewind()
         self._fill, self._count = 0, 0
         self._keys, self._starts, self._lengths = [], [], []
@@ -478,8 +500,8 @@ class SortedBamWriter(_Writer):
             cursors = [c for c in cursors if c.at < len(c.keys) or c.load()]
 
     def close(self):
+        bgzf = _Bgzf(self._handle, self._threads, self._level)
         try:
-            bgzf = _Bgzf(self._handle, self._threads, self._level)
             bgzf.write(self._header)
             bgzf.flush()
             if not self._runs:
@@ -496,6 +518,7 @@ class SortedBamWriter(_Writer):
                 self._merge(self._runs, lambda keys, lengths, records: bgzf.write(records))
             bgzf.close()
         finally:
+            bgzf.abort()
             self.abort()
 
     def _merged(self, runs):
@@ -504,23 +527,21 @@ class SortedBamWriter(_Writer):
             return runs[0]
         out = self._new_run()
         try:
-            self._merge(runs, lambda keys, lengths, records: self._append_pieces(out, keys, lengths, records))
+            self._merge(runs, lambda keys, lengths, records: self._store(out, _split(keys, lengths, records,
+                                                                                     self._piece)))
         finally:
             for run in runs:
                 run.close()
         out.rewind()
         return out
 
-    def _append_pieces(self, run, keys, lengths, records):
-        """Records to `run` in pieces of about self._piece bytes (a merge batch holds several)."""
-        starts = np.cumsum(lengths) - lengths
-        for lo, hi in _pieces(lengths, self._piece):
-            run.append(keys[lo:hi], lengths[lo:hi], records[starts[lo]:starts[hi - 1] + lengths[hi - 1]])
-
     def abort(self):
         """Drop the records and the temporary files (also what close does last)."""
         for run in self._open:
             run.close()
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
         self._open, self._runs, self._arena = [], [], None
         self._keys, self._starts, self._lengths = [], [], []
 
