@@ -90,4 +90,6 @@ def test_demo_matches_golden_files(runner, layout, gkmap, demo_index, tmp_path, 
             (DATA / name).write_bytes(normalised((tmp_path / name).read_bytes()))
         pytest.fail(f"GKMAP_REGENERATE_GOLDEN=1: rewrote tests/data/{{{','.join(names)}}}; review git diff tests/data")
     for name in names:
-        assert normalised((tmp_path / name).read_bytes()) == (DATA / name).read_bytes(), name
+        got, want = normalised((tmp_path / name).read_bytes()), (DATA / name).read_bytes()
+        # Lines with their ends: equal exactly when the bytes are, and a failure names the first line that differs.
+        assert got.splitlines(keepends=True) == want.splitlines(keepends=True), name
