@@ -12,6 +12,10 @@ Two ways, one rule, both vectorised over a batch's mappings (no Python step per 
   it), then traced back from the end preferring a diagonal step (match/mismatch), then an insertion, then
   a deletion. Its cost equals the verifier's d by the definition of the span (verify.py).
 
+Single-end records get their CIGAR/MD from kernels/render.cu (mapper/sam_kernel.py), which applies this
+same rule in compiled code; this numpy version renders paired-end records (paired.py), is the fallback
+where no C++ compiler is present, and is the compiled renderer's oracle in the tests.
+
 The strings are spelled as bytes, not built from Python string pieces: each mapping's CIGAR (or MD) is a
 run of tokens, a decimal number and up to two letters (`spell`), and the tokens of all mappings are
 written into one buffer, a separator after each mapping, which is decoded and split once.

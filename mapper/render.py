@@ -1,6 +1,7 @@
-"""The host half of mapping: a batch's verified mappings -> loci (one per locus, --best / -n) -> CIGAR/MD
-(align.py) -> SAM text (sam.py), and the unmapped reads' FASTQ/FASTA. On a GPU run this is most of the
-host's work per read (sorting loci, a CIGAR/MD and a record string for every locus), so `HostWorkers`
+"""The host half of mapping: a batch's verified mappings -> loci (one per locus, --best / -n) -> CIGAR/MD and
+SAM text (compiled: kernels/render.cu by sam_kernel.py; numpy where no C++ compiler is: align.py, sam.py),
+and the unmapped reads' FASTQ/FASTA. On a GPU run this is most of the host's work per read (sorting loci,
+a CIGAR/MD and a record line for every locus), so `HostWorkers`
 spreads it over worker processes while the main process runs the next batch's mapping core: the batch is
 cut into slices of whole reads, each slice is rendered by a worker, and the texts come back and are
 written in input order, so the output is byte-identical to rendering inline.
@@ -85,8 +86,8 @@ class Rendered:
     unmapped: object    # FASTQ/FASTA of the unmapped reads ('' unless asked for), likewise
     nh: np.ndarray      # loci found per read (before the caps): the run's counters
     records: int        # SAM records of mapped reads
-    align_s: float      # seconds spent on loci and CIGAR/MD
-    output_s: float     # seconds spent formatting records
+    align_s: float      # seconds spent on loci (and CIGAR/MD with the numpy renderer)
+    output_s: float     # seconds spent on the records (with the compiled renderer CIGAR/MD too)
 
 
 def render(batch, rows, maps, reference, best, max_records, want_unmapped, read_group=None, threads=1,

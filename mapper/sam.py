@@ -75,6 +75,8 @@ def batch_records(batch, reference, read, strand, loci, cigars, mds, nms, nh, ma
     MAPQ and second-best edit distance (`read_scores`), `read_group` the ID of -R (RG:Z on every record).
     Returns one string, records in input order.
 
+    The numpy renderer: render() uses it only where no C++ compiler is present (kernels/render.cu writes
+    the same text, mapper/sam_kernel.py), and the tests hold the compiled text to it byte for byte.
     Built column by column, not record by record: a table [records, fields] of string pieces (each
     distinct FLAG and RNAME, MAPQ, NM, AS, XS, NH and HI text made once, POS spelled for all records at
     once, SEQ/QUAL once per read and strand) is joined in one call."""

@@ -58,7 +58,7 @@ def records_text(batch, rows, reference, read, strand, loci, nh, mapq, second, r
     names, name_start = _joined(batch.names)
     contig_names, contig_name_start = _joined(reference.names)
     seq, read_start = np.ascontiguousarray(batch.seq), _i64(batch.starts)
-    qual = np.intp(0) if batch.qual is None else np.ascontiguousarray(batch.qual)
+    qual = 0 if batch.qual is None else np.ascontiguousarray(batch.qual)
     genome = np.ascontiguousarray(reference.codes)
     codes = np.ascontiguousarray(rows.codes)
     # a record's read (codes from rec_at on its strand) and span
@@ -67,7 +67,7 @@ def records_text(batch, rows, reference, read, strand, loci, nh, mapq, second, r
                                                     workers=threads)
 
     md_size = np.empty(max(m, 1), dtype=np.int64)
-    launch("classify_records", m, codes, *rec, genome, np.int64(m), md_size)
+    launch("classify_records", m, codes, *rec, genome, m, md_size)
     gapped = np.flatnonzero(md_size[:m] < 0)
     gap_of = np.full(max(m, 1), -1, dtype=np.int64)
     gap_of[gapped] = np.arange(len(gapped))
@@ -77,8 +77,8 @@ def records_text(batch, rows, reference, read, strand, loci, nh, mapq, second, r
     line_args = (names, name_start, seq, qual, read_start, _i64(nh), _i64(mapq), _i64(second), line_first,
                  rec_first, line_read, _i64(strand), _i64(loci.contig), rec[3], rec[5], codes, rec[0], md_size,
                  gap_of, texts, text_at, cig_len, md_len, gap_nm, genome, _i64(reference.starts), contig_names,
-                 contig_name_start, _TABLES, tail, np.int64(len(tail) if read_group is not None else 0),
-                 np.int64(lines))
+                 contig_name_start, _TABLES, tail, len(tail) if read_group is not None else 0,
+                 lines)
     size = np.empty(lines, dtype=np.int64)
     launch("line_sizes", lines, *line_args, size)
     offset = np.zeros(lines, dtype=np.int64)
@@ -113,6 +113,6 @@ def _align_gapped(launch, gapped, codes, rec, genome):
         scratch_at = np.r_[0, np.cumsum(scratch_room[a:b])]
         if scratch is None or len(scratch) < scratch_at[-1]:
             scratch = np.empty(int(scratch_at[-1]), dtype=np.uint8)
-        launch("align_gapped", b - a, codes, *rec, genome, _TABLES, _i64(gapped[a:b]), np.int64(b - a), scratch,
+        launch("align_gapped", b - a, codes, *rec, genome, _TABLES, _i64(gapped[a:b]), b - a, scratch,
                scratch_at, texts, text_at[a:b], cig_len[a:], md_len[a:], nm[a:])
     return texts, text_at, cig_len, md_len, nm

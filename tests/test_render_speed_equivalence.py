@@ -1,5 +1,5 @@
-"""The vectorised host rendering (align.describe, sam.batch_records) against slow, obvious per-mapping and
-per-record versions of the same rules, on real reads: the CIGAR/MD of the
+"""The host rendering (the numpy align.describe + sam.batch_records, and the compiled kernels/render.cu) against
+slow, obvious per-mapping and per-record versions of the same rules, on real reads: the CIGAR/MD of the
 co-optimal alignment the rule picks, and the SAM text must be the same, byte for byte.
 
 The per-mapping alignment here is a plain (unbanded) global DP traced back from the end preferring a diagonal
@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from conftest import HONEYBEE, READS, SHIGELLA
+from mapper import sam_kernel
 from mapper.align import describe
 from mapper.alphabet import CODE_N, MD_ASCII
 from mapper.backends.cpu import CpuBackend
@@ -174,8 +175,12 @@ def test_describe_picks_the_rules_alignment(mapped):
     assert gapped > 100
 
 
+@pytest.mark.parametrize("compiled", [False, True], ids=["numpy", "compiled"])
 @pytest.mark.parametrize("best,max_records", [(False, None), (True, None), (False, 2)])
-def test_sam_text_equals_per_record_formatting(mapped, best, max_records):
+def test_sam_text_equals_per_record_formatting(mapped, best, max_records, compiled):
+    """Both renderers (the numpy one, and kernels/render.cu where a compiler is) against the slow oracle."""
+    if compiled and not sam_kernel.available():
+        pytest.skip("no C++ compiler for the host kernels")
     for reference, batch, rows, maps in mapped:
         for reads in (batch, dataclasses.replace(batch, qual=None)):
             found = batch_loci(rows, maps, len(reads), reference)
@@ -186,7 +191,8 @@ def test_sam_text_equals_per_record_formatting(mapped, best, max_records):
                 found_edits[r].append(edits)
             want = slow_records(reads, reference, read, strand, loci, cigars, mds, nms, found.nh, found_edits, rows.e,
                                 "grp 1")
-            assert render(reads, rows, maps, reference, best, max_records, False, "grp 1").sam == want
+            assert render(reads, rows, maps, reference, best, max_records, False, "grp 1",
+                          compiled=compiled).sam == want
             assert len(loci) and (found.nh == 0).any()
 
 

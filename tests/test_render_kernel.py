@@ -1,0 +1,119 @@
+"""The compiled renderer (kernels/render.cu through mapper/sam_kernel.py) against the numpy one (align.describe +
+sam.batch_records, the oracle), byte for byte, on synthetic batches made to reach every branch: both strands,
+reads with Ns, lower-case and IUPAC letters (SEQ keeps them, the reverse strand complements what
+COMPLEMENT_ASCII knows), empty and unmapped reads, reads with several records (FLAG 256, HI, MAPQ 0),
+ungapped and gapped spans (insertions, deletions, both in one read, spans of the read's length that are not
+ungapped, edit distances up to MAX_E), several contigs, FASTA input, -R, and 1 and 2 threads. Real reads:
+tests/test_render_speed_equivalence.py renders them both ways against its per-record oracle."""
+import edlib
+import numpy as np
+import pytest
+
+from mapper import render as render_module
+from mapper import sam_kernel
+from mapper.align import describe
+from mapper.alphabet import COMPLEMENT_ASCII, ENCODE, READ_ASCII, REF_ASCII
+from mapper.options import MAX_E
+from mapper.reads import ReadBatch
+from mapper.reference import Reference
+from mapper.sam import batch_records
+from mapper.seeding import strand_rows
+from mapper.verify import Mappings
+
+pytestmark = pytest.mark.skipif(not sam_kernel.available(), reason="no C++ compiler for the host kernels")
+
+CONTIGS = ("chrA", "chr B2", "c")  # a space: RNAME is copied as it is
+
+
+def synthetic(rng, n, L, K, fasta=False):
+    """(batch, rows, reference, read, strand, loci, nh, mapq, second) of n reads of length about L, each
+    mapped at most once at a span it was mutated from (edit distance d <= K by edlib, the verifier's
+    value), some mapped records repeated as the read's secondaries, some reads unmapped or empty."""
+    lengths = (50_000, 20_000, 30_000)
+    genome = rng.integers(0, 4, sum(lengths)).astype(np.uint8)
+    genome[rng.integers(0, len(genome), 300)] = 4
+    contig_starts = np.r_[0, np.cumsum(lengths)[:-1]]
+    reference = Reference(list(CONTIGS), contig_starts, np.array(lengths), genome)
+    texts, records = [], []
+    for r in range(n):
+        length = int(rng.integers(1, 2 * L)) if rng.random() < 0.1 else L
+        contig = int(rng.integers(0, 3))
+        w = max(1, length + int(rng.integers(-K, K + 1)))
+        s = int(contig_starts[contig] + rng.integers(0, lengths[contig] - w))
+        strand_codes = list(genome[s:s + w])
+        for _ in range(min(int(rng.integers(0, K + 1)), len(strand_codes) - 1)):
+            kind, p = rng.integers(0, 3), int(rng.integers(0, len(strand_codes)))
+            if kind == 0:
+                strand_codes[p] = rng.integers(0, 5)
+            elif kind == 1:
+                strand_codes.insert(p, rng.integers(0, 4))
+            else:
+                del strand_codes[p]
+        strand_codes = np.array((strand_codes + [0] * length)[:length], dtype=np.uint8)
+        d = edlib.align(READ_ASCII[strand_codes].tobytes(), REF_ASCII[genome[s:s + w]].tobytes(),
+                        mode="NW")["editDistance"]
+        strand = int(rng.integers(0, 2))
+        letters = READ_ASCII[strand_codes].copy()
+        n_at = np.flatnonzero(strand_codes == 4)
+        letters[n_at] = rng.choice(np.frombuffer(b"NRYKM.", dtype=np.uint8), len(n_at))  # all code N
+        lower = (rng.random(length) < 0.05) & (letters != ord("."))
+        letters[lower] += 32
+        if strand:
+            letters = COMPLEMENT_ASCII[letters[::-1]]
+        if rng.random() < 0.05:
+            letters = letters[:0]  # an empty read: unmapped
+        texts.append(letters)
+        if len(letters) and d <= K and rng.random() < 0.9:
+            records += [(r, strand, contig, s, s + w, d)] * int(rng.choice([1, 1, 1, 2, 3]))
+    seq = np.concatenate(texts)
+    starts = np.r_[0, np.cumsum([len(t) for t in texts])].astype(np.int64)
+    qual = None if fasta else rng.integers(33, 75, len(seq)).astype(np.uint8)
+    batch = ReadBatch([f"read{r}/{rng.integers(0, 10 ** rng.integers(1, 12))}" for r in range(n)], seq, qual, starts)
+    rows = strand_rows(ENCODE[seq], starts, np.full(n, K, dtype=np.int64))
+    read, strand, contig, start, end, edits = (np.array(c, dtype=np.int64).reshape(-1) for c in zip(*records))
+    loci = Mappings(read + n * strand, contig, start, end, edits)
+    kept = np.bincount(read, minlength=n)
+    nh = kept + (kept > 0) * rng.integers(0, 3, n)  # loci found beyond those reported (-n)
+    mapq = rng.integers(0, 61, n) * (nh > 0)
+    second = np.where(nh > 1, rng.integers(0, K + 1, n), -1)
+    return batch, rows, reference, read, strand, loci, nh, mapq, second
+
+
+@pytest.mark.parametrize("L,K,fasta", [(36, 2, False), (101, 5, False), (101, 5, True), (150, 8, False),
+                                       (60, MAX_E, False), (250, 3, False)])
+def test_compiled_records_equal_numpy(L, K, fasta):
+    batch, rows, reference, read, strand, loci, nh, mapq, second = synthetic(np.random.default_rng(L + K), 700, L, K,
+                                                                             fasta)
+    cigars, mds, nms = describe(rows, loci, reference)
+    assert any(c != f"{L}M" for c in cigars) and (nh == 0).any() and (np.bincount(read) > 1).any()
+    for group in (None, "grp 1"):
+        want = batch_records(batch, reference, read, strand, loci, cigars, mds, nms, nh, mapq, second, group)
+        for threads in (1, 2):
+            got = sam_kernel.records_text(batch, rows, reference, read, strand, loci, nh, mapq, second, group, threads)
+            assert str(got, "utf-8") == want
+
+
+def test_gapped_records_beyond_one_launch(monkeypatch):
+    """More gapped records than GAPPED_CHUNK: the kernel's scratch is reused launch after launch."""
+    monkeypatch.setattr(sam_kernel, "GAPPED_CHUNK", 7)
+    batch, rows, reference, read, strand, loci, nh, mapq, second = synthetic(np.random.default_rng(5), 300, 80, 4)
+    want = batch_records(batch, reference, read, strand, loci, *describe(rows, loci, reference), nh, mapq, second)
+    assert str(sam_kernel.records_text(batch, rows, reference, read, strand, loci, nh, mapq, second), "utf-8") == want
+
+
+def test_empty_batch_and_no_records():
+    batch, rows, reference, read, strand, loci, nh, mapq, second = synthetic(np.random.default_rng(2), 50, 40, 2)
+    none = loci.take(np.zeros(len(loci), dtype=bool))
+    zero = np.zeros(len(batch), dtype=np.int64)
+    want = batch_records(batch, reference, read[:0], strand[:0], none, [], [], [], zero, zero, zero - 1)
+    got = sam_kernel.records_text(batch, rows, reference, read[:0], strand[:0], none, zero, zero, zero - 1)
+    assert str(got, "utf-8") == want and want.count("\n") == len(batch)
+
+
+def test_render_falls_back_to_numpy_without_a_compiler(monkeypatch):
+    """Where no C++ compiler is present render() uses the numpy renderer and never the kernel."""
+    monkeypatch.setattr(sam_kernel, "available", lambda: False)
+    monkeypatch.setattr(sam_kernel, "records_text", None)
+    batch, rows, reference, read, strand, loci, nh, mapq, second = synthetic(np.random.default_rng(3), 60, 50, 3)
+    maps = Mappings(loci.row, loci.contig, loci.start, loci.end, loci.edits)
+    assert render_module.render(batch, rows, maps, reference, False, None, False).records > 0
