@@ -46,7 +46,7 @@ LAYOUTS = {
 # Runner -> options; several chunks per Dask worker, so that chunk order matters.
 RUNNERS = {
     "cpu": ("--device", "cpu"),
-    "numpy": ("--device", "cpu"),
+    "numpy": ("--device", "cpu"),  # with no g++ on the PATH (set in the test)
     "dask": ("--device", "cpu", "--local-cluster", 2, "--chunk-reads", 60),
     "cuda": ("--device", "cuda"),
 }
