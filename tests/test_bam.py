@@ -37,7 +37,7 @@ def gkmap_sams(tmp_path_factory, shared):
     folder = tmp_path_factory.mktemp("sams")
     shig = [first_reads(p, 3000, folder / f"shig{k}.fq") for k, p in enumerate(SHIGELLA_PAIR)]
     runs = {"measles": ["-R", RG, MEASLES, MEASLES_PAIR[0]],
-            "measles_pe": ["--pe", MEASLES, *MEASLES_PAIR],
+            "measles_pe": ["--pe", "-R", RG, MEASLES, *MEASLES_PAIR],
             "shigella_pe": ["--pe", "--index", folder / "shig.gkx", SHIGELLA, *shig]}
     out = {}
     for name, args in runs.items():
@@ -173,18 +173,19 @@ def test_bgzf_framing(edge_sam, tmp_path):
 
 
 def test_picard_validates(gkmap_sams, tmp_path):
-    """Picard's ValidateSamFile (Debian picard-tools) finds nothing wrong with the BAM of a gkmap run whose
-    read group has a platform; skipped only where Picard is not installed."""
+    """Picard's ValidateSamFile (Debian picard-tools) finds nothing wrong with the BAM and the sorted BAM of
+    gkmap runs whose read group has a platform (single-end and paired-end: mates checked); skipped only
+    where Picard is not installed."""
     picard = shutil.which("PicardCommandLine")
     if picard is None:
         pytest.skip("Picard (Debian picard-tools) is not installed")
-    out = tmp_path / "measles.bam"
-    bam.sam_to_bam(gkmap_sams["measles"], out)
-    sorted_out = tmp_path / "measles.sorted.bam"
-    bam.sam_to_bam(gkmap_sams["measles"], sorted_out, sort=True)
-    for path in (out, sorted_out):
-        run = subprocess.run([picard, "ValidateSamFile", f"I={path}", "MODE=SUMMARY"], capture_output=True, text=True)
-        assert run.returncode == 0 and "No errors found" in run.stdout, run.stdout + run.stderr
+    for name in ("measles", "measles_pe"):
+        for sort in (False, True):
+            out = tmp_path / f"{name}{'.sorted' if sort else ''}.bam"
+            bam.sam_to_bam(gkmap_sams[name], out, sort=sort)
+            run = subprocess.run([picard, "ValidateSamFile", f"I={out}", "MODE=SUMMARY"], capture_output=True,
+                                 text=True)
+            assert run.returncode == 0 and "No errors found" in run.stdout, run.stdout + run.stderr
 
 
 @pytest.mark.parametrize("record, reason", [
