@@ -5,7 +5,8 @@ Interface (what a sink calls):
     writer = BamWriter(handle, header_text, threads=1, level=DEFAULT_LEVEL)
     writer = SortedBamWriter(handle, header_text, threads=1, level=DEFAULT_LEVEL,
                              memory=DEFAULT_SORT_MEMORY, temp_dir=None)
-    writer.write(sam_records)   # bytes: any number of whole SAM record lines, each ending with '\\n'
+    writer.write(sam_records)   # bytes-like (bytes, memoryview, numpy uint8): whole SAM record lines, each
+                                # ending with '\\n'; not kept after the call (the buffer may be reused)
     writer.close()              # everything written, then the BGZF EOF block; `handle` stays open
     writer.abort()              # after an error: stop the threads, drop the temporary files, write nothing more
 
