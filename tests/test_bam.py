@@ -15,6 +15,7 @@ import pytest
 
 from conftest import MEASLES, MEASLES_PAIR, SHIGELLA, SHIGELLA_PAIR, first_reads, need_tool
 from mapper import bam
+from mapper.bam import _Run
 from mapper.errors import InputError
 
 RG = r"@RG\tID:run1\tSM:sample\tPL:ILLUMINA"
@@ -114,13 +115,16 @@ def test_gkmap_sam_to_bam(gkmap_sams, tmp_path, name):
 
 
 @pytest.mark.parametrize("name", ["measles_pe", "shigella_pe"])
-def test_gkmap_sorted_bam(gkmap_sams, tmp_path, name):
+def test_gkmap_sorted_bam(gkmap_sams, tmp_path, name, monkeypatch):
     """A budget of 64 KiB spills dozens of runs, merged in several passes; the order is samtools sort's."""
     sam = gkmap_sams[name]
     out = tmp_path / f"{name}.sorted.bam"
     spills = tmp_path / "spills"
     spills.mkdir()
+    made = []
+    monkeypatch.setattr(bam, "_Run", lambda folder: made.append(folder) or _Run(folder))
     check_bam(sam, out, sort=True, memory=64 << 10, temp_dir=spills, threads=2)
+    assert len(made) > 10 and set(made) == {spills}  # more runs than the 5 one pass may merge: passes
     assert not os.listdir(spills)
     samtools("index", out)
     text = samtools("view", "-h", "--no-PG", out).stdout.decode()
