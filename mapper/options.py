@@ -4,11 +4,11 @@ import os
 import re
 from dataclasses import dataclass
 
+from mapper.device import DEVICES
 from mapper.errors import UsageError
 
 MAX_E = 25
 FILTERS = ("none", "gatekeeper", "gatekeeper-faithful")
-DEVICES = ("auto", "cpu", "cuda")
 PAIRED = {"pe": "FR", "mp": "RF"}  # --pe: Illumina paired-end (mates face each other); --mp: mate pair
 INDEX_KINDS = ("kmer", "neighbourhood")
 LOOKUPS = ("phf", "binary", "list")

@@ -31,7 +31,7 @@ down or skipped and says so, so that a run inside a lease keeps what it measured
   proxy          a genome proxy of --proxy-gbp Gbp (chr20 plus diverged copies: 5 % substitutions each,
                  N runs kept, seed 11), indexed on the GPU, and --proxy-reads reads simulated from all
                  copies: single process and `--gpus N` as for chr20.
-Filter rows use the published program's decisions (`--mode faithful`), the filter the paper scaled.
+Filter rows use the published program's decisions (`--filter gatekeeper-faithful`), the filter the paper scaled.
 Reuses: bench_filter.py (pairs, packing, timing), paper/throughput.py (the pairs of each length).
 """
 import argparse
@@ -420,7 +420,7 @@ def part_filter_file(args, add, clock):
         for n in args.gpus:
             out = work / f"pairs_L{length}.out"
             where = ["--device", "cuda", "--gpus", n] if args.device != "cpu" else ["--device", "cpu"]
-            wall, err = gkmap("filter", path, "-e", e, "--mode", FILTER_MODE, *where, "-o", out)
+            wall, err = gkmap("filter", path, "-e", e, "--filter", "gatekeeper-faithful", *where, "-o", out)
             found = FILTER_LINE.search(err)
             filter_s, kernel_s, read_s = map(float, found.groups()) if found else (wall, float("nan"), float("nan"))
             digest = file_md5(out)

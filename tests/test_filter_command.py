@@ -11,7 +11,8 @@ def read_columns(path):
 
 def test_faithful_output_is_the_published_output(gkmap, tmp_path, device):
     out = tmp_path / "out.tsv"
-    code, err = gkmap("filter", PAIRS_DIR / "shigella_ERR6005894_L150.pairs.txt", "-e", 6, "--mode", "faithful",
+    code, err = gkmap("filter", PAIRS_DIR / "shigella_ERR6005894_L150.pairs.txt", "-e", 6,
+                      "--filter", "gatekeeper-faithful",
                       "--device", device, "-o", out, "--gatekeeper-files")
     assert code == 0, err
     _, table = shared_set("shigella_ERR6005894_L150")
@@ -28,7 +29,7 @@ def test_faithful_output_is_the_published_output(gkmap, tmp_path, device):
 def test_truth_counts(gkmap, tmp_path):
     out = tmp_path / "out.tsv"
     name = "ERR240727_1_E2"
-    code, err = gkmap("filter", PAIRS_DIR / f"{name}.pairs.txt", "-e", 4, "--mode", "faithful", "--truth",
+    code, err = gkmap("filter", PAIRS_DIR / f"{name}.pairs.txt", "-e", 4, "--filter", "gatekeeper-faithful", "--truth",
                       "--device", "cpu", "-o", out)
     assert code == 0, err
     cols = read_columns(out)
@@ -78,11 +79,11 @@ def test_bad_line_names_its_line(gkmap, tmp_path, text, line, what):
 def test_faithful_needs_equal_lengths(gkmap, tmp_path):
     path = tmp_path / "pairs.txt"
     path.write_bytes(b"ACGTACGTACGTACGTACGT\tACGTACGTACGTACGTACGT\nGGACGTACGTACGTACGTACGT\tACGTACGTACGTACGTACGT\n")
-    code, err = gkmap("filter", path, "-e", 1, "--mode", "faithful", "--device", "cpu")
+    code, err = gkmap("filter", path, "-e", 1, "--filter", "gatekeeper-faithful", "--device", "cpu")
     assert code == 1 and "line 2" in err and "equal length" in err
 
 
-@pytest.mark.parametrize("args,flag", [(("-e", "-1"), "-e"), (("-e", "33", "--mode", "faithful"), "-e"),
+@pytest.mark.parametrize("args,flag", [(("-e", "-1"), "-e"), (("-e", "33", "--filter", "gatekeeper-faithful"), "-e"),
                                        (("-e", "2", "--device", "tpu"), "--device")])
 def test_usage_errors(gkmap, tmp_path, args, flag):
     path = tmp_path / "pairs.txt"
@@ -102,3 +103,17 @@ def test_empty_input(gkmap, tmp_path):
     out = tmp_path / "out.tsv"
     code, err = gkmap("filter", path, "-e", 1, "--device", "cpu", "-o", out)
     assert code == 0 and out.read_bytes() == b"" and "0 pairs" in err
+
+
+def test_old_mode_names_still_work(gkmap, tmp_path):
+    """--mode improved|faithful (before gkmap map's --filter names were the filter command's too): the same
+    decisions as --filter gatekeeper|gatekeeper-faithful, with one warning."""
+    path = PAIRS_DIR / "shigella_ERR6005894_L150.pairs.txt"
+    outs = []
+    for k, args in enumerate((("--mode", "faithful"), ("--filter", "gatekeeper-faithful"))):
+        out = tmp_path / f"{k}.tsv"
+        code, err = gkmap("filter", path, "-e", 6, *args, "--device", "cpu", "-o", out)
+        assert code == 0, err
+        assert ("--mode faithful is --filter gatekeeper-faithful now" in err) == (k == 0)
+        outs.append(out.read_bytes())
+    assert outs[0] == outs[1] and outs[0]

@@ -90,6 +90,7 @@ def test_dump_candidates_feeds_gkmap_filter(gkmap, index_dir, tmp_path, shigella
     assert len(lines) == windows > 1000
     assert all(len(a) == len(b) == 150 for a, b in (l.split("\t") for l in lines))
     decisions = tmp_path / "decisions.tsv"
-    assert gkmap("filter", "--quiet", "--mode", "faithful", "-e", "6", "--device", "cpu", "-o", decisions, dump)[0] == 0
+    assert gkmap("filter", "--quiet", "--filter", "gatekeeper-faithful", "-e", "6", "--device", "cpu", "-o", decisions,
+                 dump)[0] == 0
     accepted = sum(l.split("\t")[0] == "1" for l in decisions.read_text().splitlines())
     assert accepted == verified < windows

@@ -11,6 +11,9 @@ import contextvars
 import importlib.util
 
 from mapper.device import cuda as gpu  # the default layer
+from mapper.errors import UsageError
+
+DEVICES = ("auto", "cpu", "cuda")   # every command's --device
 
 _active = contextvars.ContextVar("gkmap_device_layer", default=gpu)
 
@@ -48,3 +51,15 @@ def cuda_available():
         return drv.Device.count() > 0
     except Exception:  # any driver failure means "no usable GPU"
         return False
+
+
+def resolve_device(device):
+    """'cpu' or 'cuda' for --device auto|cpu|cuda (auto: cuda when pycuda and a GPU are there); the one
+    UsageError every command gives for a GPU asked for and absent."""
+    if device not in DEVICES:
+        raise UsageError(f"--device must be one of {', '.join(DEVICES)}, not {device!r}")
+    if device == "auto":
+        return "cuda" if cuda_available() else "cpu"
+    if device == "cuda" and not cuda_available():
+        raise UsageError("--device cuda: no CUDA GPU or no pycuda here (install gkmap[gpu]); use --device cpu")
+    return device

@@ -10,6 +10,7 @@ On cuda with the device encoding (the default) the file goes through `_text.filt
 parsed, encoded, filtered and formatted on the GPU(s), the output streamed to its temporary file. Otherwise (cpu,
 --encoding host, --truth, or pairs from a pipe) numpy parses the whole file first (`pairs.read_pairs`).
 """
+import argparse
 import logging
 import os
 import sys
@@ -20,10 +21,15 @@ import numpy as np
 
 from mapper.alphabet import ENCODE
 from mapper.errors import InputError, UsageError
-from mapper.filters.gatekeeper import DEVICES, ENCODINGS, MODES, backend, check_e, filter_pairs, resolve_device
+from mapper.device import DEVICES, resolve_device
+from mapper.filters.gatekeeper import ENCODINGS, MODES, backend, check_e, filter_pairs
 from mapper.outputs import atomic_output, check_outputs
 from mapper.filters.pairs import read_pairs
 from mapper.filters.truth import edit_distances
+from mapper.filters.windows import MODES as FILTER_MODES
+
+FILTERS = tuple(name for name, mode in FILTER_MODES.items() if mode)   # gkmap map --filter's names but none
+FILTER_NAMES = {mode: name for name, mode in FILTER_MODES.items() if mode}
 
 HELP = "GateKeeper pre-alignment filter on a pairs file (<segment or window>\\t<read> a line)"
 
@@ -33,9 +39,10 @@ log = logging.getLogger("gkmap")
 def add_arguments(parser):
     parser.add_argument("pairs", metavar="PAIRS.txt", help="one <segment or window>\\t<read> a line")
     parser.add_argument("-e", type=int, required=True, metavar="E", help="edit threshold")
-    parser.add_argument("--mode", choices=MODES, default="improved",
-                        help="improved: sound (never rejects a pair within E edits); faithful: the published "
-                             "GateKeeper-GPU, bit for bit")
+    parser.add_argument("--filter", choices=FILTERS, default="gatekeeper",
+                        help="gatekeeper: sound (never rejects a pair within E edits); gatekeeper-faithful: the "
+                             "published GateKeeper-GPU, bit for bit (gkmap map --filter's names)")
+    parser.add_argument("--mode", choices=MODES, default=None, help=argparse.SUPPRESS)  # the names before 0.2
     parser.add_argument("--device", choices=DEVICES, default="auto", help="auto: cuda when a GPU is there")
     parser.add_argument("--encoding", choices=ENCODINGS, default="device",
                         help="cuda only: device: the file's bytes go to the GPU, which parses, encodes, filters "
@@ -98,7 +105,8 @@ def _run_text(args):
         out.flush()
     n, accepted = result.pairs, result.accepted
     log.info(f"{n} pairs, {accepted} accepted, {n - accepted} rejected, {result.undefined} undefined "
-             f"(mode {args.mode}, e={args.e}, cuda, {args.gpus} GPU(s), pairs file parsed on the GPU)")
+             f"(--filter {FILTER_NAMES[args.mode]}, e={args.e}, cuda, {args.gpus} GPU(s), pairs file parsed on "
+             f"the GPU)")
     log.info(f"filter {result.seconds:.3f} s end to end ({n / max(result.seconds, 1e-9) / 1e6:.2f} M pairs/s from "
              f"the file to the output), kernel {result.kernel_seconds:.3f} s, reading {result.read_seconds:.3f} s "
              f"(overlapping the GPU)")
@@ -115,6 +123,10 @@ def _write_gatekeeper_files(args, accept, estimate):
 
 
 def run(args):
+    if args.mode is not None:  # --mode improved|faithful, the old names: accepted, said once
+        log.warning("--mode %s is --filter %s now", args.mode, FILTER_NAMES[args.mode])
+    else:
+        args.mode = FILTER_MODES[args.filter]
     check_e(args.e, args.mode)
     if args.gpus < 1:
         raise UsageError(f"--gpus must be >= 1, not {args.gpus}")
@@ -136,7 +148,8 @@ def run(args):
     accept = result.accept.astype(np.int64)
     columns = [accept, result.estimate]
     summary = [f"{len(pairs)} pairs, {int(accept.sum())} accepted, {len(pairs) - int(accept.sum())} rejected, "
-               f"{int((result.estimate == -2).sum())} undefined (mode {args.mode}, e={args.e}, {gk.name})",
+               f"{int((result.estimate == -2).sum())} undefined (--filter {FILTER_NAMES[args.mode]}, e={args.e}, "
+               f"{gk.name})",
                f"filter {result.filter_seconds:.3f} s ({len(pairs) / max(result.filter_seconds, 1e-9) / 1e6:.2f} "
                f"M pairs/s), kernel {result.kernel_seconds:.3f} s, reading {read_seconds:.3f} s"]
     if args.truth:

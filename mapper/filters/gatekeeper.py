@@ -26,11 +26,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from mapper.alphabet import ENCODE
+from mapper.device import resolve_device
 from mapper.errors import InputError, UsageError
 from mapper.filters import _faithful, _improved
 
 MODES = ("improved", "faithful")
-DEVICES = ("auto", "cpu", "cuda")
 ENCODINGS = ("host", "device")
 FAITHFUL_MAX_E = _faithful.MAX_E
 
@@ -74,18 +74,6 @@ def encode_faithful(shifted, fixed):
     """ASCII [n, L] twice -> codes (0..3) twice and the undefined pairs (a byte other than upper-case ACGT)."""
     undefined = _NOT_ACGT[shifted].any(axis=1) | _NOT_ACGT[fixed].any(axis=1)
     return ENCODE[shifted] & 3, ENCODE[fixed] & 3, undefined
-
-
-def resolve_device(device):
-    """'cpu' or 'cuda' for --device auto|cpu|cuda (auto: cuda when pycuda and a GPU are there)."""
-    from mapper.device import cuda_available
-    if device not in DEVICES:
-        raise UsageError(f"--device must be one of {', '.join(DEVICES)}, not {device!r}")
-    if device == "auto":
-        return "cuda" if cuda_available() else "cpu"
-    if device == "cuda" and not cuda_available():
-        raise UsageError("--device cuda: no CUDA GPU or no pycuda here (install gkmap[gpu]); use --device cpu")
-    return device
 
 
 def backend(device):

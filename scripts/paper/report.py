@@ -514,7 +514,7 @@ def build(ctx):
     if "multi-gpu" in data:
         rows = data["multi-gpu"]
         lines += ["## 7. Several GPUs (paper Tables S.21-S.23, Figure 8 / S.15)", ""] + provenance(loaded["multi-gpu"][1])
-        lines += ["Filter rows use the published filter's decisions (`--mode faithful`). **Pairs in memory**: one "
+        lines += ["Filter rows use the published filter's decisions (`--filter gatekeeper-faithful`). **Pairs in memory**: one "
                   "process per GPU filters its 1/N share at once; kernel = the slowest GPU's filter kernels (CUDA "
                   "events), filter = first start to last end, both as M filtrations/s of all pairs; packed = 2-bit "
                   "words already in pinned memory (the paper's host-encoded kernel without the packing). Speed-up and "
