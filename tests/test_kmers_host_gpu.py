@@ -217,11 +217,19 @@ class HostDevice:
         if n:
             kernel.run(n, args)
 
+    @staticmethod
+    def _pointer(value):
+        """What pycuda's copies take: an allocation or a Python int, not a numpy scalar (its Boost
+        signature refuses np.uint64, which kernel arguments are)."""
+        if isinstance(value, np.generic):
+            raise TypeError(f"a driver copy takes no numpy scalar pointer ({type(value).__name__})")
+        return int(value)
+
     def memcpy_dtod(self, destination, source, nbytes):
-        ctypes.memmove(int(destination), int(source), int(nbytes))
+        ctypes.memmove(self._pointer(destination), self._pointer(source), int(nbytes))
 
     def memcpy_htod(self, destination, array):
-        ctypes.memmove(int(destination), array.ctypes.data, array.nbytes)
+        ctypes.memmove(self._pointer(destination), array.ctypes.data, array.nbytes)
 
     def memcpy_dtoh(self, array, source):
         ctypes.memmove(array.ctypes.data, int(source), array.nbytes)

@@ -39,7 +39,8 @@ def _u32(value):
 
 
 def _at(buffer, offset_bytes):
-    """A device pointer `offset_bytes` into `buffer`, as a kernel argument."""
+    """A device pointer `offset_bytes` into `buffer`, as a kernel argument (int() of it for the driver's
+    copies, which take no numpy scalar)."""
     return np.uintp(int(buffer) + int(offset_bytes))
 
 
@@ -336,7 +337,8 @@ class CudaBackend:
         stride = max(n, 2 * self.stride)
         keys = cuda.empty(8 * self.C * stride)
         for c in range(self.C):
-            self.kernels.drv.memcpy_dtod(_at(keys, 8 * c * stride), _at(self.keys, 8 * c * self.stride), 8 * self.n)
+            self.kernels.drv.memcpy_dtod(int(_at(keys, 8 * c * stride)), int(_at(self.keys, 8 * c * self.stride)),
+                                         8 * self.n)
         if self.weights is not None:
             weights = cuda.empty(8 * stride)
             self.kernels.drv.memcpy_dtod(weights, self.weights, 8 * self.n)
@@ -375,9 +377,9 @@ class CudaBackend:
         at = 0
         for run in runs:
             for c in range(self.C):
-                drv.memcpy_dtod(_at(self.keys, 8 * (c * self.stride + at)), _at(run.keys, 8 * c * run.runs),
+                drv.memcpy_dtod(int(_at(self.keys, 8 * (c * self.stride + at))), int(_at(run.keys, 8 * c * run.runs)),
                                 8 * run.runs)
-            drv.memcpy_dtod(_at(self.weights, 8 * at), run.counts, 8 * run.runs)
+            drv.memcpy_dtod(int(_at(self.weights, 8 * at)), run.counts, 8 * run.runs)
             at += run.runs
         self.n = self.weighted = total
 
