@@ -343,7 +343,17 @@ def map_item(item, plugin_name):
     """Map one chunk (paired: both mates of its read pairs): a MappedChunk, which stays on this worker."""
     worker, plugin = loaded(plugin_name)
     counters = Counters(stages=plugin.stages)
-    return MappedChunk(plugin.job.map(item, counters), counters, str(worker.name))
+    return MappedChunk(map_on_worker(plugin.job, item, counters), counters, str(worker.name))
+
+
+def map_on_worker(job, item, counters):
+    """The job's mapping of one chunk on this worker (a module-level step: the fault tests replace it)."""
+    return job.map(item, counters)
+
+
+def render_on_worker(job, mapped, tally):
+    """The job's rendering of one mapped chunk on this worker (likewise)."""
+    return job.render(mapped, tally)
 
 
 @remote
@@ -361,7 +371,7 @@ def render_item(chunk, settings, plugin_name):
     job = copy.copy(plugin.job)               # the settings are this run's; the worker's job is shared
     job.settings = settings
     tally = job.tally(copy.deepcopy(chunk.counters))  # the mapped chunk stays as it is, for a rerun of this task
-    return ChunkResult(job.render(chunk.mapped, tally), tally.mates, chunk.worker, tally)
+    return ChunkResult(render_on_worker(job, chunk.mapped, tally), tally.mates, chunk.worker, tally)
 
 
 def setup_error(plugin_name, dask_worker):

@@ -15,7 +15,7 @@ from cluster_faults import chunks_per_worker, kill_worker_on_first_call, raise_o
 from conftest import MEASLES, MEASLES_PAIR, SHIGELLA, SHIGELLA_PAIR
 from mapper import paired
 from mapper.options import MapOptions
-from mapper.pipeline import map_reads
+from mapper.runners import map_reads
 from paired_common import estimated_range, kind, single_end, write_pairs
 
 OUTPUTS = ("out.sam", "out_OEA.sam", "out_DIVET.vh")
@@ -70,9 +70,9 @@ def test_local_cluster_equals_single_process(gkmap, index_dir, tmp_path, single_
 
 
 @pytest.mark.parametrize("fault, where", [
-    (kill_worker_on_first_call, "find_mates"),
-    (kill_worker_on_first_call, "pair_batch"),  # it dies holding mapped chunks: they are mapped again elsewhere
-    (raise_on_first_call, "pair_batch"),
+    (kill_worker_on_first_call, "map_on_worker"),
+    (kill_worker_on_first_call, "render_on_worker"),  # it dies holding mapped chunks: they are mapped again elsewhere
+    (raise_on_first_call, "render_on_worker"),
 ])
 def test_fault_is_retried_without_losing_pairs(gkmap, index_dir, tmp_path, single_pairs, client, fault, where):
     victim = sorted(client.nthreads())[0]

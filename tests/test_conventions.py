@@ -292,8 +292,20 @@ def test_help_shows_each_default_once_and_examples(capsys):
     assert text.rstrip().endswith(examples.rstrip())
 
 
-def test_distributed_runs_refuse_read_groups_for_now(gkmap, tmp_path):
-    """cluster.py does not pass -R/--comment to its workers yet: refused, not silently dropped."""
-    for extra in (("-R", r"@RG\tID:x"), ("--comment", "c")):
-        code, err = gkmap("map", "--local-cluster", "2", *extra, "-o", tmp_path / "o.sam", MEASLES, MEASLES_PAIR[0])
-        assert code == 2 and "one process" in err, err
+@pytest.mark.parametrize("paired", [False, True], ids=["single", "paired"])
+def test_distributed_runs_write_read_groups_and_comments(gkmap, tmp_path, paired):
+    """-R and --comment on Dask workers (--local-cluster): the header and every record as in one process."""
+    pytest.importorskip("distributed")
+    reads = MEASLES_PAIR if paired else MEASLES_PAIR[:1]
+    extra = ("-R", r"@RG\tID:x\tSM:y\tPL:ILLUMINA", "--comment", "c") + (("--pe",) if paired else ())
+    outputs = {}
+    for where in ((), ("--local-cluster", "2")):
+        out = tmp_path / f"{len(where)}.sam"
+        code, err = gkmap("map", *extra, *where, "-o", out, MEASLES, *reads)
+        assert code == 0, err
+        outputs[where] = [line for line in out.read_text().splitlines() if not line.startswith("@PG")]
+    local, cluster = outputs.values()
+    assert cluster == local
+    assert "@RG\tID:x\tSM:y\tPL:ILLUMINA" in local and "@CO\tc" in local
+    body = [line for line in local if not line.startswith("@")]
+    assert body and all(line.endswith("\tRG:Z:x") or "\tRG:Z:x\t" in line for line in body)
