@@ -199,29 +199,29 @@ extern "C" __global__ void align_gapped(const uint8_t *codes, const long long *r
     if (t >= count)
         return;
     const long long k = gapped[t], r = rec_read[k], L = read_start[r + 1] - read_start[r];
-    const long long g = rec_start[k], W = rec_end[k] - g, d = rec_edits[k], B = 2 * d + 1;
+    const long long g = rec_start[k], W = rec_end[k] - g;
+    const int d = (int)rec_edits[k], B = 2 * d + 1;
     const uint8_t *x = codes + rec_at[k];
     uint8_t *span = scratch + scratch_at[t];  // span[q]: the letter at j - 1 = q - d - 1
     uint8_t *flags = span + L + 2 * d + 1, *ops = flags + (L + 1) * B;
     for (long long q = 0; q < L + 2 * d + 1; q++)
         span[q] = q - d - 1 >= 0 && q - d - 1 < W ? genome[g + q - d - 1] : (uint8_t)CODE_N;
     int rows[2][BAND];
-    for (long long b = 0; b < B; b++)
+    for (int b = 0; b < B; b++)
         rows[0][b] = b - d >= 0 && b - d <= W ? (int)(b - d) : UNREACHABLE;
     rows[0][B] = rows[1][B] = UNREACHABLE;  // a column no step can take
     for (long long i = 1; i <= L; i++) {
         int *row = rows[i & 1];
         const int *up = rows[(i - 1) & 1];
-        const uint8_t xi = x[i - 1], *y = span + i;  // y[b]: the letter at j - 1 of cell (i, b)
-        for (long long b = 0; b < B; b++) {  // diagonal and insertion steps: independent cells
-            const int diag = up[b] + differ(xi, y[b]), ins = up[b + 1] + 1;
-            row[b] = diag < ins ? diag : ins;
-        }
+        const uint8_t xi = x[i - 1], xn = xi == CODE_N, *y = span + i;  // y[b]: the letter at j - 1 of (i, b)
         uint8_t *flag = flags + i * B;
-        for (long long b = 0; b < B; b++) {  // deletions, left to right; then which steps give the value
-            if (b && row[b - 1] + 1 < row[b])
-                row[b] = row[b - 1] + 1;
-            flag[b] = (up[b] + differ(xi, y[b]) == row[b] ? DIAG_OK : 0) | (up[b + 1] + 1 == row[b] ? INS_OK : 0);
+        int left = UNREACHABLE;  // the cell before, for the deletion step
+        for (int b = 0; b < B; b++) {
+            const int diag = up[b] + ((xi != y[b]) | xn), ins = up[b + 1] + 1;
+            int v = diag < ins ? diag : ins;
+            v = left + 1 < v ? left + 1 : v;
+            row[b] = left = v;
+            flag[b] = (uint8_t)((diag == v ? DIAG_OK : 0) | (ins == v ? INS_OK : 0));
         }
     }
     long long i = L, b = W - L + d, n_ops = 0;

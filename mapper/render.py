@@ -263,8 +263,10 @@ def _worker_reference(folder):
 
 
 def _warm():
-    """A job that does nothing: unpickling it makes a new worker import this module (numpy and the
-    renderers) while the main process is still opening the index."""
+    """A worker's first job: unpickling it makes a new worker import this module (numpy and the renderers),
+    and running it loads the compiled renderer (built once per machine into the kernel cache), while the
+    main process is still opening the index."""
+    sam_kernel.load()
 
 
 def _render_job(reference, path, layout, first, a, b, options, folder):

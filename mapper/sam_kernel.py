@@ -29,6 +29,16 @@ def available():
     return host.available()
 
 
+def load():
+    """Build (once per machine: the kernel cache) and load the kernels now, where a compiler is present."""
+    if available():
+        _kernel("write_lines")
+
+
+def _kernel(name):
+    return host.function(_SOURCE, name, MAX_E=MAX_E)
+
+
 def _i64(array):
     return np.ascontiguousarray(array, dtype=np.int64)
 
@@ -63,8 +73,7 @@ def records_text(batch, rows, reference, read, strand, loci, nh, mapq, second, r
     codes = np.ascontiguousarray(rows.codes)
     # a record's read (codes from rec_at on its strand) and span
     rec = [_i64(rows.start[loci.row]), _i64(read), read_start, _i64(loci.start), _i64(loci.end), _i64(loci.edits)]
-    launch = lambda name, count, *args: host.launch(host.function(_SOURCE, name, MAX_E=MAX_E), count, *args,
-                                                    workers=threads)
+    launch = lambda name, count, *args: host.launch(_kernel(name), count, *args, workers=threads)
 
     md_size = np.empty(max(m, 1), dtype=np.int64)
     launch("classify_records", m, codes, *rec, genome, m, md_size)
