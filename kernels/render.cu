@@ -173,19 +173,17 @@ extern "C" __global__ void classify_records(const uint8_t *codes, const long lon
  * (i - 1, b + 1) plus 1 and the deletion from (i, b - 1) plus 1, left to right. The traceback from (L, W)
  * takes the diagonal step when it gives the cell's value, else the insertion, else the deletion, to (0, 0).
  * An alignment of cost d never leaves the band, so these values and choices are those of the unbanded table.
- * Only two rows of D are kept (d <= MAX_E: BAND ints each); the traceback reads, per cell, which of the
- * diagonal and insertion steps give its value (flags). The record's scratch (host-sized) holds the span's
- * letters padded with N on both sides (L + 2d + 1 bytes), the flags ((L + 1)(2d + 1) bytes) and the columns
- * (L + d op bytes). The CIGAR (runs of M, I and D) and then the MD (matches before each mismatch, its
+ * D is held in bytes: a value above CAP (> every cost the traceback compares, <= d <= MAX_E) is held at CAP,
+ * which keeps every value <= d exact and every larger one above d, so the choices are the same. The record's
+ * scratch (host-sized) holds the span's letters padded with N on both sides (L + 2d + 1 bytes), D ((L + 1)
+ * rows of 2d + 2 bytes: the band, then a column no step can take) and the columns (L + d op bytes). The CIGAR (runs of M, I and D) and then the MD (matches before each mismatch, its
  * reference letter, '^' and the letters of a deletion run; insertions leave no trace; then the trailing
  * matches) are written at texts[text_at[t]]; their lengths and the alignment's cost in cig_len, md_len and
  * gap_nm. */
 #ifndef MAX_E
 #define MAX_E 25
 #endif
-#define BAND (2 * MAX_E + 2)
-#define DIAG_OK 1
-#define INS_OK 2
+#define CAP (MAX_E + 2)
 
 extern "C" __global__ void align_gapped(const uint8_t *codes, const long long *rec_at, const long long *rec_read,
                                         const long long *read_start, const long long *rec_start,
@@ -203,37 +201,36 @@ extern "C" __global__ void align_gapped(const uint8_t *codes, const long long *r
     const int d = (int)rec_edits[k], B = 2 * d + 1;
     const uint8_t *x = codes + rec_at[k];
     uint8_t *span = scratch + scratch_at[t];  // span[q]: the letter at j - 1 = q - d - 1
-    uint8_t *flags = span + L + 2 * d + 1, *ops = flags + (L + 1) * B;
+    const int C = B + 1;
+    uint8_t *D = span + L + 2 * d + 1, *ops = D + (L + 1) * C;
     for (long long q = 0; q < L + 2 * d + 1; q++)
         span[q] = q - d - 1 >= 0 && q - d - 1 < W ? genome[g + q - d - 1] : (uint8_t)CODE_N;
-    int rows[2][BAND];
     for (int b = 0; b < B; b++)
-        rows[0][b] = b - d >= 0 && b - d <= W ? (int)(b - d) : UNREACHABLE;
-    rows[0][B] = rows[1][B] = UNREACHABLE;  // a column no step can take
+        D[b] = b - d >= 0 && b - d <= W ? (uint8_t)(b - d) : (uint8_t)CAP;
+    for (long long i = 0; i <= L; i++)
+        D[i * C + B] = CAP;
     for (long long i = 1; i <= L; i++) {
-        int *row = rows[i & 1];
-        const int *up = rows[(i - 1) & 1];
-        const uint8_t xi = x[i - 1], xn = xi == CODE_N, *y = span + i;  // y[b]: the letter at j - 1 of (i, b)
-        uint8_t *flag = flags + i * B;
-        int left = UNREACHABLE;  // the cell before, for the deletion step
+        const uint8_t *up = D + (i - 1) * C, xi = x[i - 1], xn = xi == CODE_N, *y = span + i;  // y[b]: (i, b)'s j - 1
+        uint8_t *row = D + i * C;
+        unsigned left = CAP;  // the cell before, for the deletion step
         for (int b = 0; b < B; b++) {
-            const int diag = up[b] + ((xi != y[b]) | xn), ins = up[b + 1] + 1;
-            int v = diag < ins ? diag : ins;
+            const unsigned diag = up[b] + ((xi != y[b]) | xn), ins = up[b + 1] + 1u;
+            unsigned v = diag < ins ? diag : ins;
             v = left + 1 < v ? left + 1 : v;
-            row[b] = left = v;
-            flag[b] = (uint8_t)((diag == v ? DIAG_OK : 0) | (ins == v ? INS_OK : 0));
+            row[b] = (uint8_t)(left = v < CAP ? v : CAP);
         }
     }
     long long i = L, b = W - L + d, n_ops = 0;
     const long long steps = L + d;
-    gap_nm[t] = rows[L & 1][b];
+    gap_nm[t] = D[i * C + b];
     while (i > 0 || b != d) {
+        const int here = D[i * C + b];
         int op = OP_DEL;
         if (i > 0) {
-            const uint8_t flag = flags[i * B + b];
-            if (flag & DIAG_OK)
-                op = differ(x[i - 1], span[i + b]) ? OP_MISMATCH : OP_MATCH;
-            else if (flag & INS_OK)
+            const int mis = differ(x[i - 1], span[i + b]);
+            if (D[(i - 1) * C + b] + mis == here)
+                op = mis ? OP_MISMATCH : OP_MATCH;
+            else if (D[(i - 1) * C + b + 1] + 1 == here)
                 op = OP_INS;
         }
         ops[steps - 1 - n_ops++] = (uint8_t)op;

@@ -102,8 +102,8 @@ def _align_gapped(launch, gapped, codes, rec, genome):
     cig_len, md_len, nm), the i-th gapped record's CIGAR at texts[text_at[i]:][:cig_len[i]], its MD after.
     Each record gets a slot that holds any alignment of cost d: at most 2d + 1 CIGAR runs and d + 1 MD
     tokens, each a number (at most 20 digits) and up to two letters, the letters of deletion runs (at
-    most d) besides. The kernel's scratch (the padded span, a flag byte per band cell and the columns: about
-    (L + 1)(2d + 3) bytes a record) is one buffer reused by launches of GAPPED_CHUNK records, which keeps
+    most d) besides. The kernel's scratch (the padded span, a byte per DP cell and the columns: about
+    (L + 1)(2d + 4) bytes a record) is one buffer reused by launches of GAPPED_CHUNK records, which keeps
     it in cache and spares the page faults of a fresh buffer per batch."""
     count = len(gapped)
     if not count:
@@ -114,7 +114,7 @@ def _align_gapped(launch, gapped, codes, rec, genome):
     text_room = (2 * d + 1) * 21 + (d + 1) * 22 + d
     text_at = np.r_[0, np.cumsum(text_room)]
     texts = np.empty(int(text_at[-1]), dtype=np.uint8)
-    scratch_room = (L + 2 * d + 1) + (L + 1) * (2 * d + 1) + (L + d)
+    scratch_room = (L + 2 * d + 1) + (L + 1) * (2 * d + 2) + (L + d)
     cig_len, md_len, nm = (np.empty(count, dtype=np.int64) for _ in range(3))
     scratch = None
     for a in range(0, count, GAPPED_CHUNK):

@@ -12,7 +12,7 @@ import pytest
 from mapper import render as render_module
 from mapper import sam_kernel
 from mapper.align import describe
-from mapper.alphabet import COMPLEMENT_ASCII, ENCODE, READ_ASCII, REF_ASCII
+from mapper.alphabet import COMPLEMENT, COMPLEMENT_ASCII, ENCODE, READ_ASCII, REF_ASCII
 from mapper.options import MAX_E
 from mapper.reads import ReadBatch
 from mapper.reference import Reference
@@ -50,8 +50,6 @@ def synthetic(rng, n, L, K, fasta=False):
             else:
                 del strand_codes[p]
         strand_codes = np.array((strand_codes + [0] * length)[:length], dtype=np.uint8)
-        d = edlib.align(READ_ASCII[strand_codes].tobytes(), REF_ASCII[genome[s:s + w]].tobytes(),
-                        mode="NW")["editDistance"]
         strand = int(rng.integers(0, 2))
         letters = READ_ASCII[strand_codes].copy()
         n_at = np.flatnonzero(strand_codes == 4)
@@ -60,6 +58,11 @@ def synthetic(rng, n, L, K, fasta=False):
         letters[lower] += 32
         if strand:
             letters = COMPLEMENT_ASCII[letters[::-1]]
+        # the verifier's distance: of the read's codes on its strand (a lower-case letter is complemented by
+        # its code, though SEQ keeps it), N matching nothing
+        on_strand = COMPLEMENT[ENCODE[letters[::-1]]] if strand else ENCODE[letters]
+        d = edlib.align(READ_ASCII[on_strand].tobytes(), REF_ASCII[genome[s:s + w]].tobytes(),
+                        mode="NW")["editDistance"]
         if rng.random() < 0.05:
             letters = letters[:0]  # an empty read: unmapped
         texts.append(letters)
