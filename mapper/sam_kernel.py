@@ -20,6 +20,7 @@ from mapper.options import MAX_E
 
 _SOURCE = "render.cu"
 GAPPED_CHUNK = 4096  # gapped records per align_gapped launch (a few MB of scratch)
+GAPPED_BLOCK = 16    # ... in blocks this small: a launch is then work for 256 OpenMP iterations, not 16
 # kernels/render.cu's `tables`: the letter rules of mapper/alphabet.py, handed over so none is restated there
 _TABLES = np.concatenate([COMPLEMENT_ASCII, MD_ASCII]).astype(np.uint8)
 
@@ -73,7 +74,8 @@ def records_text(batch, rows, reference, read, strand, loci, nh, mapq, second, r
     codes = np.ascontiguousarray(rows.codes)
     # a record's read (codes from rec_at on its strand) and span
     rec = [_i64(rows.start[loci.row]), _i64(read), read_start, _i64(loci.start), _i64(loci.end), _i64(loci.edits)]
-    launch = lambda name, count, *args: host.launch(_kernel(name), count, *args, workers=threads)
+    launch = lambda name, count, *args, block=host.BLOCK: host.launch(_kernel(name), count, *args, block=block,
+                                                                      workers=threads)
 
     md_size = np.empty(max(m, 1), dtype=np.int64)
     launch("classify_records", m, codes, *rec, genome, m, md_size)
@@ -123,5 +125,5 @@ def _align_gapped(launch, gapped, codes, rec, genome):
         if scratch is None or len(scratch) < scratch_at[-1]:
             scratch = np.empty(int(scratch_at[-1]), dtype=np.uint8)
         launch("align_gapped", b - a, codes, *rec, genome, _TABLES, _i64(gapped[a:b]), b - a, scratch,
-               scratch_at, texts, text_at[a:b], cig_len[a:], md_len[a:], nm[a:])
+               scratch_at, texts, text_at[a:b], cig_len[a:], md_len[a:], nm[a:], block=GAPPED_BLOCK)
     return texts, text_at, cig_len, md_len, nm

@@ -7,9 +7,10 @@ one (kernels/render.cu through the host layer) on the same batch, side by side i
 Simulates `--reads` reads of `--length` bases from the genome (mapper/simulate.py, fixed --seed), maps them
 once (the mapping core, `--device`), then renders the one batch: `render()` as a render process runs it
 (loci, caps, MAPQ, records), numpy once and compiled at each thread count, and the records stage alone
-(CIGAR, MD and the lines: align.describe + sam.batch_records against sam_kernel.records_text). Every
-compiled text is checked equal, byte for byte, to the numpy one. Rates are SAM lines (records and
-unmapped reads) per second; each timing is the best of --repeat runs.
+(CIGAR, MD and the lines: align.describe + sam.batch_records against sam_kernel.records_text). Texts are
+timed as the ASCII bytes a render process writes to its file (the numpy str encoded, the compiled buffer
+as it is), and every compiled text is checked equal, byte for byte, to the numpy one. Rates are SAM lines
+(records and unmapped reads) per second; each timing is the best of --repeat runs.
 """
 import argparse
 import os
@@ -82,6 +83,7 @@ def main():
     print(f"mapping core ({args.device}): {time.perf_counter() - t0:.1f} s, {len(maps):,} verified mappings", flush=True)
 
     reference, n = index.reference, len(batch)
+    thread_counts = [int(t) for t in args.threads.split(",")]
     options = (args.best, args.max_records, False, args.read_group)
     found = batch_loci(rows, maps, n, reference)
     loci, read, strand = cap_records(found, args.best, args.max_records)
@@ -91,33 +93,41 @@ def main():
     print(f"{lines:,} SAM lines: {len(loci):,} records ({(spans != rows.length[loci.row]).sum():,} spans not "
           f"of the read's length), {lines - len(loci):,} unmapped reads", flush=True)
 
-    def numpy_records():
+    def numpy_records():  # as a render process writes it: ASCII bytes
         return batch_records(batch, reference, read, strand, loci, *describe(rows, loci, reference), found.nh, mapq,
-                             second, args.read_group)
+                             second, args.read_group).encode("ascii")
+
+    def compiled_render(threads):
+        done = render(batch, rows, maps, reference, *options, threads=threads, compiled=True, raw=True)
+        return done, done.sam.tobytes()
+
+    def numpy_render():
+        done = render(batch, rows, maps, reference, *options, compiled=False)
+        return done, done.sam.encode("ascii")
 
     rate = lambda seconds: f"{lines / seconds:>12,.0f} lines/s  {seconds:8.3f} s"
-    print(f"\n{'stage':<28}{'renderer':<22}{'rate':>28}")
+    print(f"\nSAM text as bytes, as render processes write it; best of {args.repeat}")
+    print(f"{'stage':<28}{'renderer':<22}{'rate':>28}")
     t_numpy, want = best_of(args.repeat, numpy_records)
     print(f"{'records (CIGAR/MD/text)':<28}{'numpy':<22}{rate(t_numpy)}", flush=True)
-    for threads in (int(t) for t in args.threads.split(",")):
-        seconds, got = best_of(args.repeat, lambda: str(sam_kernel.records_text(
-            batch, rows, reference, read, strand, loci, found.nh, mapq, second, args.read_group, threads), "utf-8"))
-        same = "equal" if got == want else "DIFFERENT"
+    for threads in thread_counts:
+        seconds, got = best_of(args.repeat, lambda: sam_kernel.records_text(
+            batch, rows, reference, read, strand, loci, found.nh, mapq, second, args.read_group, threads))
+        check(got.tobytes() == want)
         print(f"{'records (CIGAR/MD/text)':<28}{f'compiled, {threads} thr':<22}{rate(seconds)}  x{t_numpy / seconds:.1f}"
-              f"  text {same}", flush=True)
-        if got != want:
-            sys.exit("the compiled renderer's text differs from the numpy renderer's")
-    t_render, whole = best_of(args.repeat, lambda: render(batch, rows, maps, reference, *options, compiled=False))
+              f"  text equal", flush=True)
+    t_render, (_, whole) = best_of(args.repeat, numpy_render)
     print(f"{'render() (loci + records)':<28}{'numpy':<22}{rate(t_render)}", flush=True)
-    for threads in (int(t) for t in args.threads.split(",")):
-        seconds, got = best_of(args.repeat, lambda: render(batch, rows, maps, reference, *options, threads=threads,
-                                                           compiled=True))
-        same = "equal" if got.sam == whole.sam else "DIFFERENT"
+    for threads in thread_counts:
+        seconds, (done, got) = best_of(args.repeat, lambda: compiled_render(threads))
+        check(got == whole)
         print(f"{'render() (loci + records)':<28}{f'compiled, {threads} thr':<22}{rate(seconds)}  x{t_render / seconds:.1f}"
-              f"  text {same}  (loci {got.align_s:.3f} s)", flush=True)
-        if got.sam != whole.sam:
-            sys.exit("the compiled renderer's text differs from the numpy renderer's")
+              f"  text equal  (loci {done.align_s:.3f} s)", flush=True)
 
+
+def check(equal):
+    if not equal:
+        sys.exit("the compiled renderer's text differs from the numpy renderer's")
 
 if __name__ == "__main__":
     sys.exit(main())
