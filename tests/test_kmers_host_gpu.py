@@ -210,6 +210,8 @@ class HostDevice:
         buffer[:array.nbytes] = array.reshape(-1).view(np.uint8)
         return buffer
 
+    scratch, scratch_copy = empty, to_device  # the device's pool: plain buffers here
+
     def from_device(self, buffer, shape, dtype):
         return _memory(buffer, dtype, int(np.prod(shape))).reshape(shape).copy()
 
@@ -235,7 +237,7 @@ class HostDevice:
         ctypes.memmove(array.ctypes.data, int(source), array.nbytes)
 
     def memset_d8(self, destination, value, nbytes):
-        ctypes.memset(int(destination), value, int(nbytes))
+        ctypes.memset(self._pointer(destination), value, int(nbytes))
 
 
 @pytest.fixture(scope="module")

@@ -13,6 +13,9 @@ sort_count), so counter.py does not know where it runs, and its tables are byte-
 backend's. `CudaKernels.sort_count(keys, weights)` is count.sort_count on the GPU, for host arrays
 (the merge of spilled runs, and the tests).
 
+Device buffers come from the process's pool (mapper.device.cuda.scratch): a block's dozen temporaries would
+otherwise be a cuMemAlloc and a cuMemFree each, and a free waits for the device.
+
 Keys on the device are channel-major with a stride (channel c of key i at keys[c * stride + i]). Item
 counts are uint32: one sort takes fewer than 2^32 keys. Host syncs: one small read per block (how many
 bytes and k-mers it kept) and per run (how many distinct k-mers, the bin totals).
@@ -83,7 +86,7 @@ class CudaKernels:
             return
         suffix, size = ("u64", 8) if wide else ("u32", 4)
         tiles = -(-n // self.tile)
-        sums = cuda.empty(size * tiles)
+        sums = cuda.scratch(size * tiles)
         self.per_tile("scan_tiles_" + suffix, n, data, _u32(n), sums)
         if tiles > 1:
             self.scan(sums, tiles, wide)
@@ -91,11 +94,11 @@ class CudaKernels:
 
     @staticmethod
     def empty(nbytes):
-        return cuda.empty(nbytes)
+        return cuda.scratch(nbytes)
 
     @staticmethod
     def to_device(array):
-        return cuda.to_device(array)
+        return cuda.scratch_copy(array)
 
     @staticmethod
     def at(buffer, offset_bytes):
@@ -103,14 +106,14 @@ class CudaKernels:
 
     def total(self, values, n):
         """The sum of n uint64 at device pointer `values` (a sync point)."""
-        total = cuda.to_device(np.zeros(1, dtype=np.uint64))
+        total = cuda.scratch_copy(np.zeros(1, dtype=np.uint64))
         self.per_item("sum_u64", n, values, _u32(n), total)
         return int(self.read(total, 1, np.uint64)[0])
 
     def compaction(self, flags, n):
         """(out_at device uint32 [n] = exclusive scan of the 0/1 flags, number of ones)."""
-        out_at = cuda.empty(4 * n)
-        self.drv.memcpy_dtod(out_at, flags, 4 * n)
+        out_at = cuda.scratch(4 * n)
+        self.drv.memcpy_dtod(int(out_at), int(flags), 4 * n)
         self.scan(out_at, n)
         last_at, last_flag = self.read(_at(out_at, 4 * (n - 1)), 1, np.uint32), self.read(_at(flags, 4 * (n - 1)), 1, np.uint32)
         return out_at, int(last_at[0]) + int(last_flag[0])
@@ -121,7 +124,7 @@ class CudaKernels:
         """Stable LSD passes over bits [0, bits) of n uint64 keys (and uint32 values riding along), 8 bits a
         pass, ping-ponging between the buffers; returns (keys, keys_alt, values, values_alt), the result first."""
         tiles = -(-n // self.tile)
-        counts = cuda.empty(4 * (1 << RADIX_BITS) * tiles)
+        counts = cuda.scratch(4 * (1 << RADIX_BITS) * tiles)
         for shift in range(0, bits, RADIX_BITS):
             self.per_tile("radix_histogram", n, keys, _u32(n), _u32(shift), counts)
             self.scan(counts, (1 << RADIX_BITS) * tiles)
@@ -137,7 +140,7 @@ class CudaKernels:
     def sort_keys(self, keys, n, bits):
         """The n uint64 keys at device buffer `keys` sorted by bits [0, bits) (stable LSD); returns the buffer
         that holds them sorted (`keys` itself or a new one). The mapper's GPU index build uses it."""
-        return self._radix_passes(keys, cuda.empty(8 * n), n, bits)[0]
+        return self._radix_passes(keys, cuda.scratch(8 * n), n, bits)[0]
 
     def sort_rle(self, channels, stride, n, bits, weights=None):
         """Sort + RLE of n keys on the device: channel c at channels + 8 c stride (the buffer is used as
@@ -148,26 +151,26 @@ class CudaKernels:
         if C == 1 and weights is None:  # the keys themselves, no permutation
             sorted_keys, sorted_stride = self.sort_keys(channels, n, bits[0]), 0  # one channel: no stride
         else:  # a permutation, sorted by channel C-1 first (each channel gathered in the current order)
-            perm, perm_alt = cuda.empty(4 * n), cuda.empty(4 * n)
-            digits, digits_alt = cuda.empty(8 * n), cuda.empty(8 * n)
+            perm, perm_alt = cuda.scratch(4 * n), cuda.scratch(4 * n)
+            digits, digits_alt = cuda.scratch(8 * n), cuda.scratch(8 * n)
             self.per_item("iota_u32", n, perm, _u32(n))
             for c in reversed(range(C)):
                 self.per_item("gather_u64", n, _at(channels, 8 * c * stride), perm, digits, _u32(n))
                 digits, digits_alt, perm, perm_alt = self._radix_passes(digits, digits_alt, n, bits[c], perm, perm_alt)
             del digits, digits_alt, perm_alt
-            sorted_keys, sorted_stride = cuda.empty(8 * C * n), n
+            sorted_keys, sorted_stride = cuda.scratch(8 * C * n), n
             for c in range(C):
                 self.per_item("gather_u64", n, _at(channels, 8 * c * stride), perm, _at(sorted_keys, 8 * c * n), _u32(n))
-        flags = cuda.empty(4 * n)
+        flags = cuda.scratch(4 * n)
         self.per_item("run_heads", n, sorted_keys, _u32(sorted_stride), _u32(C), _u32(n), flags)
         run_of, runs = self.compaction(flags, n)
-        distinct, starts, counts = cuda.empty(8 * C * runs), cuda.empty(4 * runs), cuda.empty(8 * runs)
+        distinct, starts, counts = cuda.scratch(8 * C * runs), cuda.scratch(4 * runs), cuda.scratch(8 * runs)
         self.per_item("run_compact", n, sorted_keys, _u32(sorted_stride), _u32(C), _u32(n), flags, run_of, _u32(runs),
                       distinct, starts)
         if weights is None:
             self.per_item("run_lengths", runs, starts, _u32(runs), _u32(n), counts)
         else:
-            self.drv.memset_d8(counts, 0, 8 * runs)
+            self.drv.memset_d8(int(counts), 0, 8 * runs)
             self.per_item("run_weights", n, weights, perm, flags, run_of, _u32(n), counts)
         return distinct, counts, runs
 
@@ -179,10 +182,10 @@ class CudaKernels:
         if n >= 2 ** 32 - 1:
             raise ValueError(f"the cuda sort takes fewer than 2^32 - 1 keys at a time, got {n}")
         bits = [int(channel.max()).bit_length() for channel in keys]
-        device_keys = cuda.to_device(np.ascontiguousarray(keys, dtype=np.uint64))
-        device_weights = None if weights is None else cuda.to_device(np.asarray(weights, dtype=np.uint64))
+        device_keys = cuda.scratch_copy(np.ascontiguousarray(keys, dtype=np.uint64))
+        device_weights = None if weights is None else cuda.scratch_copy(np.asarray(weights, dtype=np.uint64))
         distinct, counts, runs = self.sort_rle(device_keys, n, n, bits, device_weights)
-        return (cuda.from_device(distinct, (C, runs), np.uint64), cuda.from_device(counts, (runs,), np.uint64))
+        return self.read(distinct, C * runs, np.uint64).reshape(C, runs), self.read(counts, runs, np.uint64)
 
 
 def _kernel_names(source_text):
@@ -223,12 +226,12 @@ class CudaBackend:
         self.C = layout.channels
         self.bits = [2 * layout.bases(c) for c in range(self.C)]
         self.stride = max(int(capacity), 1)
-        self.keys = cuda.empty(8 * self.C * self.stride)
+        self.keys = cuda.scratch(8 * self.C * self.stride)
         self.weights = None   # device uint64 [stride] when the first `weighted` keys carry counts
         self.weighted = 0
         self.n = 0            # keys in the buffer
         self.occurrences = 0  # k-mers extracted so far
-        self.tail_codes = cuda.empty(max(self.k - 1, 1))  # the last k - 1 codes of the previous block
+        self.tail_codes = cuda.scratch(max(self.k - 1, 1))  # the last k - 1 codes of the previous block
         self.tail_length = 0
 
     @property
@@ -245,10 +248,10 @@ class CudaBackend:
         kn = self.kernels
         text = np.frombuffer(block.data, dtype=np.uint8)
         n = len(text)
-        device_text, codes = cuda.to_device(text), cuda.empty(n)
+        device_text, codes = cuda.scratch_copy(text), cuda.scratch(n)
         kn.per_item("fasta_bytes", n, device_text, _u32(n), codes)
         kn.per_item("fasta_lines", n, device_text, _u32(n), codes)
-        odd = cuda.to_device(np.zeros(1, dtype=np.uint32))
+        odd = cuda.scratch_copy(np.zeros(1, dtype=np.uint32))
         return self._compact(block, codes, n, out, odd, lambda: block.codes(general_codes))
 
     def _codes_of_fastq(self, block, out):
@@ -259,13 +262,13 @@ class CudaBackend:
         n = len(text)
         if not n or text[-1] != ord("\n"):  # a file's last record without its newline: rare, on the host
             return self._host_codes(block.codes(), out)
-        device_text, flags = cuda.to_device(text), cuda.empty(4 * n)
+        device_text, flags = cuda.scratch_copy(text), cuda.scratch(4 * n)
         kn.per_item("newline_flags", n, device_text, _u32(n), flags)
         line_of, lines = kn.compaction(flags, n)
         if lines % 4:
             return self._host_codes(block.codes(), out)
-        codes, ends = cuda.empty(n), cuda.empty(4 * lines)
-        odd = cuda.to_device(np.zeros(1, dtype=np.uint32))
+        codes, ends = cuda.scratch(n), cuda.scratch(4 * lines)
+        odd = cuda.scratch_copy(np.zeros(1, dtype=np.uint32))
         kn.per_item("fastq_bytes", n, device_text, _u32(n), line_of, codes, ends, odd)
         kn.per_item("fastq_records", lines // 4, ends, _u32(lines // 4), odd)
         del line_of, ends, device_text
@@ -275,7 +278,7 @@ class CudaBackend:
         """The kept codes (not SKIP) of a parsed block into `out`, or the host's parse (`host_parse()`)
         where the kernels marked the block odd; returns the number of codes."""
         kn = self.kernels
-        flags = cuda.empty(4 * n)
+        flags = cuda.scratch(4 * n)
         kn.per_item("keep_flags", n, codes, _u32(n), flags)
         out_at, kept = kn.compaction(flags, n)
         kn.per_item("keep_compact", n, codes, _u32(n), out_at, out, odd)
@@ -292,9 +295,9 @@ class CudaBackend:
         """Append the k-mers of a reading.Block to the buffer."""
         drv = self.kernels.drv
         head = self.tail_length if block.carry else 0
-        codes = cuda.empty(head + len(block.data))
+        codes = cuda.scratch(head + len(block.data))
         if head:
-            drv.memcpy_dtod(codes, self.tail_codes, head)
+            drv.memcpy_dtod(int(codes), int(self.tail_codes), head)
         if block.is_text:
             m = self._codes_of_text(block, _at(codes, head))
         elif block.is_fastq:
@@ -306,7 +309,7 @@ class CudaBackend:
         m += head
         self.tail_length = min(self.k - 1, m)
         if self.tail_length:
-            drv.memcpy_dtod(self.tail_codes, int(codes) + m - self.tail_length, self.tail_length)
+            drv.memcpy_dtod(int(self.tail_codes), int(codes) + m - self.tail_length, self.tail_length)
         self._extract(codes, m)
 
     def _extract(self, codes, m):
@@ -315,13 +318,13 @@ class CudaBackend:
         if windows <= 0:
             return
         words = -(-m // 32) + 1
-        packed, bad = cuda.empty(8 * words), cuda.empty(4 * words)
+        packed, bad = cuda.scratch(8 * words), cuda.scratch(4 * words)
         kn.per_item("pack_words", words, codes, _u32(m), _u32(words), _u32(0), packed, bad)
         packed_rc = np.uintp(0)
         if self.canonical:
-            packed_rc, bad_rc = cuda.empty(8 * words), cuda.empty(4 * words)
+            packed_rc, bad_rc = cuda.scratch(8 * words), cuda.scratch(4 * words)
             kn.per_item("pack_words", words, codes, _u32(m), _u32(words), _u32(1), packed_rc, bad_rc)
-        flags = cuda.empty(4 * windows)
+        flags = cuda.scratch(4 * windows)
         kn.per_item("kmer_flags", windows, bad, _u32(windows), _u32(k), flags)
         out_at, found = kn.compaction(flags, windows)
         self._reserve(self.n + found)
@@ -335,13 +338,13 @@ class CudaBackend:
         if n <= self.stride:
             return
         stride = max(n, 2 * self.stride)
-        keys = cuda.empty(8 * self.C * stride)
+        keys = cuda.scratch(8 * self.C * stride)
         for c in range(self.C):
             self.kernels.drv.memcpy_dtod(int(_at(keys, 8 * c * stride)), int(_at(self.keys, 8 * c * self.stride)),
                                          8 * self.n)
         if self.weights is not None:
-            weights = cuda.empty(8 * stride)
-            self.kernels.drv.memcpy_dtod(weights, self.weights, 8 * self.n)
+            weights = cuda.scratch(8 * stride)
+            self.kernels.drv.memcpy_dtod(int(weights), int(self.weights), 8 * self.n)
             self.weights = weights
         self.keys, self.stride = keys, stride
 
@@ -351,7 +354,7 @@ class CudaBackend:
         """Sort + RLE of the buffer into a DeviceRun; the buffer is emptied."""
         n = self.n
         if n == 0:
-            return DeviceRun(cuda.empty(8), cuda.empty(8), 0, self.C)
+            return DeviceRun(cuda.scratch(8), cuda.scratch(8), 0, self.C)
         if n >= 2 ** 32 - 1:
             raise ValueError(f"the cuda sort takes fewer than 2^32 - 1 keys at a time, got {n}")
         weights = None
@@ -373,13 +376,13 @@ class CudaBackend:
         total = sum(run.runs for run in runs)
         self._reserve(total)
         if self.weights is None:
-            self.weights = cuda.empty(8 * self.stride)
+            self.weights = cuda.scratch(8 * self.stride)
         at = 0
         for run in runs:
             for c in range(self.C):
                 drv.memcpy_dtod(int(_at(self.keys, 8 * (c * self.stride + at))), int(_at(run.keys, 8 * c * run.runs)),
                                 8 * run.runs)
-            drv.memcpy_dtod(int(_at(self.weights, 8 * at)), run.counts, 8 * run.runs)
+            drv.memcpy_dtod(int(_at(self.weights, 8 * at)), int(run.counts), 8 * run.runs)
             at += run.runs
         self.n = self.weighted = total
 
@@ -393,9 +396,8 @@ class CudaBackend:
         return self.reduce()
 
     def memory_run(self, run):
-        keys = (cuda.from_device(run.keys, (self.C, run.runs), np.uint64) if run.runs
-                else np.empty((self.C, 0), np.uint64))
-        counts = cuda.from_device(run.counts, (run.runs,), np.uint64) if run.runs else np.empty(0, np.uint64)
+        keys = self.kernels.read(run.keys, self.C * run.runs, np.uint64).reshape(self.C, run.runs)
+        counts = self.kernels.read(run.counts, run.runs, np.uint64)
         return MemoryRun(keys, counts, self.k)
 
     def sort_count(self, keys, weights=None):
@@ -405,10 +407,10 @@ class CudaBackend:
 
     def _filter(self, run, min_count):
         kn = self.kernels
-        flags = cuda.empty(4 * run.runs)
+        flags = cuda.scratch(4 * run.runs)
         kn.per_item("count_keep", run.runs, run.counts, _u32(run.runs), np.uint64(min_count), flags)
         out_at, kept = kn.compaction(flags, run.runs)
-        keys, counts = cuda.empty(8 * self.C * kept), cuda.empty(8 * kept)
+        keys, counts = cuda.scratch(8 * self.C * kept), cuda.scratch(8 * kept)
         kn.per_item("keep_pairs", run.runs, run.keys, _u32(run.runs), _u32(self.C), run.counts, _u32(run.runs), flags,
                     out_at, keys, _u32(kept), counts)
         return DeviceRun(keys, counts, kept, self.C)
