@@ -296,6 +296,24 @@ extern "C" __global__ void align_gapped(const uint8_t *codes, const long long *r
     rec_strand, rec_contig, rec_start, rec_edits, codes, rec_at, md_size, gap_of, texts, text_at, cig_len, md_len, \
     gap_nm, genome, contig_start, contig_names, contig_name_start, tables, tail, tail_len, lines
 
+/* SEQ or QUAL: bytes [a, a + L) of `src`, or on the reverse strand the same bytes reversed (and mapped by
+ * `complement` when given); '*' for an empty read or no bytes (FASTA's QUAL). */
+template <bool WRITE>
+__device__ __forceinline__ void put_read_field(Out<WRITE> &o, const uint8_t *src, long long a, long long L,
+                                               long long reverse, const uint8_t *complement)
+{
+    if (L == 0 || !src) {
+        put(o, '*');
+    } else if (!reverse) {
+        put_bytes(o, src + a, L);
+    } else {
+        if (WRITE)
+            for (long long i = 0; i < L; i++)
+                o.p[o.n + i] = complement ? complement[src[a + L - 1 - i]] : src[a + L - 1 - i];
+        o.n += L;
+    }
+}
+
 template <bool WRITE> __device__ __forceinline__ void render_line(long long j, Out<WRITE> &o, LINE_PARAMS)
 {
     const long long r = line_read[j], a = read_start[r], L = read_start[r + 1] - a;
@@ -326,27 +344,9 @@ template <bool WRITE> __device__ __forceinline__ void render_line(long long j, O
         }
     }
     put_str(o, "\t*\t0\t0\t");
-    if (L == 0) {
-        put(o, '*');
-    } else if (!strand) {
-        put_bytes(o, seq + a, L);
-    } else {
-        if (WRITE)
-            for (long long i = 0; i < L; i++)
-                o.p[o.n + i] = tables[T_COMPLEMENT + seq[a + L - 1 - i]];
-        o.n += L;
-    }
+    put_read_field(o, seq, a, L, strand, tables + T_COMPLEMENT);
     put(o, '\t');
-    if (L == 0 || !qual) {
-        put(o, '*');
-    } else if (!strand) {
-        put_bytes(o, qual + a, L);
-    } else {
-        if (WRITE)
-            for (long long i = 0; i < L; i++)
-                o.p[o.n + i] = qual[a + L - 1 - i];
-        o.n += L;
-    }
+    put_read_field(o, qual, a, L, strand, (const uint8_t *)0);
     if (k >= 0) {
         const long long t = gap_of[k];
         const long long nm = t >= 0 ? gap_nm[t] : rec_edits[k];

@@ -40,16 +40,13 @@ def synthetic(rng, n, L, K, fasta=False):
         contig = int(rng.integers(0, 3))
         w = max(1, length + int(rng.integers(-K, K + 1)))
         s = int(contig_starts[contig] + rng.integers(0, lengths[contig] - w))
-        strand_codes = list(genome[s:s + w])
-        for _ in range(min(int(rng.integers(0, K + 1)), len(strand_codes) - 1)):
-            kind, p = rng.integers(0, 3), int(rng.integers(0, len(strand_codes)))
-            if kind == 0:
-                strand_codes[p] = rng.integers(0, 5)
-            elif kind == 1:
-                strand_codes.insert(p, rng.integers(0, 4))
-            else:
-                del strand_codes[p]
-        strand_codes = np.array((strand_codes + [0] * length)[:length], dtype=np.uint8)
+        strand_codes = genome[s:s + w].copy()  # mutated by at most K substitutions, insertions and deletions
+        at, kind = rng.integers(0, w, int(rng.integers(0, K + 1))), rng.integers(0, 3, K + 1)
+        changed, inserted, deleted = at[kind[:len(at)] == 0], at[kind[:len(at)] == 1], at[kind[:len(at)] == 2]
+        strand_codes[changed] = rng.integers(0, 5, len(changed))
+        strand_codes = np.insert(strand_codes, inserted, rng.integers(0, 4, len(inserted)).astype(np.uint8))
+        strand_codes = np.delete(strand_codes, deleted + np.searchsorted(np.sort(inserted), deleted, side="right"))
+        strand_codes = np.r_[strand_codes, np.zeros(length, dtype=np.uint8)][:length]
         strand = int(rng.integers(0, 2))
         letters = READ_ASCII[strand_codes].copy()
         n_at = np.flatnonzero(strand_codes == 4)
