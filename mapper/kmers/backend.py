@@ -30,7 +30,7 @@ import numpy as np
 from mapper.device import cuda_available, host
 from mapper.device.cuda import BLOCK
 from mapper.errors import UsageError
-from mapper.kmers.binning import bin_bits, shift_of
+from mapper.kmers.binning import bin_bits, bin_bounds, shift_of
 from mapper.kmers.count import sort_count
 from mapper.kmers.fasta import CODE_ODD, CODE_SKIP
 from mapper.kmers.layout import HostCodec, encode_table
@@ -179,10 +179,15 @@ class CpuBackend:
             self.pieces.append(pool().submit(self._piece, codes[start:start + PIECE + self.k - 1]))
 
     def _piece(self, codes):
-        """A piece's k-mers grouped by bin (numpy's stable sort of bytes is a radix sort; a scatter kernel
-        with an atomic per key was slower on the host, each atomic draining the store buffer). The grouped
-        copy is the piece's own; the extracted keys stay in the thread's scratch."""
+        """A piece's k-mers grouped by bin, in an array of the piece's own (the extracted keys are the
+        thread's scratch). One channel: sorted (numpy's SIMD sort; the bin's sort then sorts sorted slices,
+        cheaper than grouping by bin first); several: grouped by bin with numpy's stable sort of bytes (a
+        radix sort). A scatter kernel with an atomic per key was slower on the host: each atomic drains the
+        store buffer."""
         keys = self.extract(codes)
+        if keys.shape[0] == 1:
+            keys = np.sort(keys, axis=1)
+            return keys, bin_bounds(keys, self.k), None
         bins = (keys[0] >> self.shift).astype(np.uint8)  # bin_bits <= 8
         keys = np.take(keys, np.argsort(bins, kind="stable"), axis=1)
         bounds = np.concatenate(([0], np.cumsum(np.bincount(bins, minlength=self.bins))))
