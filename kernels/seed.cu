@@ -15,6 +15,8 @@
  * seed_place       one thread per hit finds its k-mer; the hit's slot in the row's (contig, diagonal) order
  *                  by binary searches in the row's other chosen buckets (no merge; see the function), a
  *                  duplicate flag, and for distinct diagonals the adjacency filter.
+ * seed_place_rows  the same result one thread per row, by merging the row's chosen lists (the host
+ *                  layer's choice: few threads, big caches; see the function).
  * seed_bands       per row: distinct kept diagonals are chained while consecutive ones are <= e apart; a
  *                  chain is cut into bands (d - chain_first) / (e+1); each band is written as (contig, first
  *                  diagonal, last diagonal) at the row's slot.
@@ -248,6 +250,132 @@ extern "C" __global__ void seed_place(
             ++missing;
     }
     diag_flags[out] = 1 | ((missing <= e) << 1);
+}
+
+/* Where `lo` would go in the sorted positions[a, b) (lower_bound), searched outward from `from` by doubling
+ * steps: costs the log of the distance moved, not of the bucket, when successive look-ups lie close. */
+__device__ __forceinline__ long long gallop_lower(const unsigned int *positions, long long a, long long b,
+                                                  long long from, long long lo)
+{
+    from = from < a ? a : (from > b ? b : from);
+    if (from < b && (long long)positions[from] < lo) {          /* forward: the answer lies after from */
+        long long step = 1, last_below = from;
+        while (from + step < b && (long long)positions[from + step] < lo) {
+            last_below = from + step;
+            step <<= 1;
+        }
+        return lower_bound(positions, last_below + 1, from + step < b ? from + step : b, lo);
+    }
+    if (from == a || (long long)positions[from - 1] < lo)        /* from is the answer */
+        return from;
+    long long step = 1, first_at = from;                          /* backward: positions[first_at] >= lo */
+    while (from - step > a && (long long)positions[from - step] >= lo) {
+        first_at = from - step;
+        step <<= 1;
+    }
+    return lower_bound(positions, from - step > a ? from - step : a, first_at, lo);
+}
+
+#define ROW_CHOSEN 32   /* chosen lists of a row: at most e + 1 <= MAX_E + 1 */
+#define ROW_CURSORS 64  /* k-mers of a row whose adjacency look-ups keep a cursor; later ones search */
+
+/* seed_place's result (every slot's contig, diagonal and flags) computed one thread per row, for a
+ * processor with few, fast threads and big caches: the host layer (the cpu backend) launches this instead
+ * of seed_hit_kmers + seed_place, whose one thread per hit pays e binary searches to place each hit.
+ *
+ * Each chosen list is already in the row's order (positions ascending: contig, then diagonal q - j*WS
+ * ascending), so the row's order is their merge, ties to the lower k-mer: a hit's slot is its place in the
+ * merge, and a distinct-key check against the hit merged just before finds the duplicates (an equal key
+ * comes from a lower list, which the tie rule merged first). The adjacency filter's look-ups keep a cursor
+ * per k-mer list, moved by galloping (gallop_lower): the diagonals arrive in ascending order within a
+ * contig, so each look-up starts next to its answer. Flags, margin hits and the early stop are
+ * seed_place's, so the two kernels write the same bytes (tests/test_cuda_backend.py). */
+extern "C" __global__ void seed_place_rows(
+    const unsigned int *__restrict__ kmer_key, const uint8_t *__restrict__ kmer_flags,
+    const int *__restrict__ nk, const long long *__restrict__ kfirst, const int *__restrict__ row_e,
+    const long long *__restrict__ slot, const int row_begin, const int n_rows,
+    const OFFSET_T *__restrict__ list_offsets, const unsigned int *__restrict__ positions,
+    const long long core_lo, const long long core_hi,
+    const long long *__restrict__ contig_starts, const int n_contigs,
+    int *__restrict__ diag_contig, long long *__restrict__ diag_value, uint8_t *__restrict__ diag_flags)
+{
+    const int t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= n_rows)
+        return;
+    const int r = row_begin + t;
+    const long long first = kfirst[r];
+    const int k = nk[r], e = row_e[r];
+    int m = 0, list_j[ROW_CHOSEN], list_contig[ROW_CHOSEN];
+    long long next[ROW_CHOSEN], end[ROW_CHOSEN], cursor[ROW_CURSORS];
+    for (int j = 0; j < k; ++j) {
+        const unsigned int key = kmer_key[first + j];
+        if (j < ROW_CURSORS)
+            cursor[j] = list_offsets[key];
+        if (!(kmer_flags[first + j] & FLAG_CHOSEN) || m == ROW_CHOSEN)
+            continue;
+        list_j[m] = j;
+        next[m] = list_offsets[key];
+        end[m] = list_offsets[key + 1];
+        list_contig[m] = next[m] < end[m] ? contig_of(contig_starts, n_contigs, positions[next[m]]) : 0;
+        ++m;
+    }
+    long long out = slot[t];
+    int prev_c = -1;
+    long long prev_d = 0;
+    for (;;) {
+        int best = -1, c = 0;
+        long long d = 0;
+        for (int x = 0; x < m; ++x) {
+            if (next[x] >= end[x])
+                continue;
+            const long long q = positions[next[x]];
+            while (list_contig[x] + 1 < n_contigs && q >= contig_starts[list_contig[x] + 1])
+                ++list_contig[x];
+            const long long dx = q - (long long)list_j[x] * WS;
+            if (best < 0 || list_contig[x] < c || (list_contig[x] == c && dx < d)) {
+                best = x;
+                c = list_contig[x];
+                d = dx;
+            }
+        }
+        if (best < 0)
+            return;
+        const long long p = positions[next[best]++];
+        const int j0 = list_j[best];
+        diag_contig[out] = c;
+        diag_value[out] = d;
+        const int dup = c == prev_c && d == prev_d;
+        prev_c = c;
+        prev_d = d;
+        uint8_t flags;
+        if (p < core_lo || p >= core_hi) {
+            flags = FLAG_MARGIN;
+        } else if (dup) {
+            flags = 0;
+        } else {
+            int present = 0, missing = 0;
+            for (int j = 0; j < k && missing <= e && present < k - e; ++j) {
+                const long long target = d + (long long)j * WS;
+                int found = 0;
+                if (!(kmer_flags[first + j] & FLAG_N)) {
+                    if (j == j0) {
+                        found = 1;
+                    } else if (j < ROW_CURSORS) {
+                        const unsigned int key = kmer_key[first + j];
+                        const long long b = list_offsets[key + 1];
+                        cursor[j] = gallop_lower(positions, list_offsets[key], b, cursor[j], target - e);
+                        found = cursor[j] < b && (long long)positions[cursor[j]] <= target + e;
+                    } else {
+                        found = occurs_within(list_offsets, positions, kmer_key[first + j], target - e, target + e);
+                    }
+                }
+                present += found;
+                missing += !found;
+            }
+            flags = 1 | ((missing <= e) << 1);
+        }
+        diag_flags[out++] = flags;
+    }
 }
 
 extern "C" __global__ void seed_bands(

@@ -36,8 +36,13 @@ def same(a, b):
     (CHR22Q, None, 3),
 ], ids=["measles", "shigella", "shigella-e9", "na12878"])
 @pytest.mark.parametrize("capacity", [1 << 25, 50], ids=["one-launch", "chunked"])
-def test_gpu_seeding_equals_numpy(backend, monkeypatch, request, index_dir, genome, reads, e, capacity):
+@pytest.mark.parametrize("by_row", [False, True], ids=["per-hit", "per-row"])
+def test_gpu_seeding_equals_numpy(backend, device_layer, monkeypatch, request, index_dir, genome, reads, e, capacity,
+                                  by_row):
+    """Both placements of seed.cu (seed_place, a thread a hit, the GPU's; seed_place_rows, a thread a row, the
+    host's) on either layer."""
     monkeypatch.setattr(cuda_mapping, "BAND_CAPACITY", capacity)
+    monkeypatch.setattr(device_layer, "SEED_BY_ROW", by_row)
     index = load_index(genome, index_dir(genome))
     batch, rows = batch_rows(reads or request.getfixturevalue("na12878_fastq"), 600, e)
     want, want_stats = seed(rows, index)

@@ -146,14 +146,18 @@ class CudaBackend(Backend):
                 continue
             k_begin, k_end = int(kfirst[begin]), int(kfirst[end - 1] + nk[end - 1])
             d_slot, rows_args = cuda.scratch_copy(slot), (begin, count)
-            hit_kmer = cuda.scratch(4 * capacity)
-            cuda.launch(kernel("seed_hit_kmers"), group * (k_end - k_begin), flags, kmer_row, kmer_hit, size,
-                        d_slot, begin, k_begin, k_end - k_begin, hit_kmer)
             diag_contig, diag_value, diag_flags = cuda.scratch(4 * capacity), cuda.scratch(8 * capacity), cuda.scratch(capacity)
-            cuda.launch(kernel("seed_place"), capacity, key, flags, kmer_row, kmer_hit, hit_kmer, d_nk, d_kfirst,
-                        dev.e, d_slot, begin, k_begin, capacity, list_offsets,
-                        positions, core[0], core[1], contig_starts, n_contigs,
-                        diag_contig, diag_value, diag_flags)
+            placed = (list_offsets, positions, core[0], core[1], contig_starts, n_contigs, diag_contig, diag_value,
+                      diag_flags)
+            if cuda.SEED_BY_ROW:  # the host: merge each row's lists (seed.cu seed_place_rows)
+                cuda.launch(kernel("seed_place_rows"), count, key, flags, d_nk, d_kfirst, dev.e, d_slot, *rows_args,
+                            *placed)
+            else:  # the GPU: one thread per hit, placed by binary searches
+                hit_kmer = cuda.scratch(4 * capacity)
+                cuda.launch(kernel("seed_hit_kmers"), group * (k_end - k_begin), flags, kmer_row, kmer_hit, size,
+                            d_slot, begin, k_begin, k_end - k_begin, hit_kmer)
+                cuda.launch(kernel("seed_place"), capacity, key, flags, kmer_row, kmer_hit, hit_kmer, d_nk, d_kfirst,
+                            dev.e, d_slot, begin, k_begin, capacity, *placed)
             band_contig, band_lo, band_hi = cuda.scratch(4 * capacity), cuda.scratch(8 * capacity), cuda.scratch(8 * capacity)
             n_diag, n_adj, n_band, n_margin = (cuda.scratch(4 * count) for _ in range(4))
             cuda.launch(kernel("seed_bands"), count, dev.e, d_slot, *rows_args, diag_contig, diag_value, diag_flags,
