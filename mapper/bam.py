@@ -110,8 +110,11 @@ def references(header_text):
 
 
 def header_block(header_text):
-    """The BAM header: magic, the SAM header text, the references (names NUL-terminated, lengths)."""
+    """The BAM header: magic, the SAM header text (its last line '\\n'-terminated), the references (names
+    NUL-terminated, lengths)."""
     text = header_text.encode()
+    if text and not text.endswith(b"\n"):
+        text += b"\n"
     names, lengths = references(header_text)
     parts = [b"BAM\1", struct.pack("<i", len(text)), text, struct.pack("<i", len(names))]
     for name, length in zip(names, lengths):

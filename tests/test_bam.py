@@ -256,3 +256,11 @@ def test_small_slices_and_a_failed_write(edge_sam, tmp_path, monkeypatch):
                 writer.write(good + b"bad\n")
             writer.write(good)
         assert samtools("view", "-c", out).stdout.decode().strip() == str(2 * good.count(b"\n"))
+
+
+def test_header_without_final_newline(tmp_path):
+    out = tmp_path / "h.bam"
+    with open(out, "wb") as handle, bam.BamWriter(handle, "@HD\tVN:1.6\n@SQ\tSN:a\tLN:5") as writer:
+        writer.write(b"r\t0\ta\t1\t0\t2M\t*\t0\t0\tAC\t*\n")
+    assert samtools("view", "-h", "--no-PG", out).stdout.decode().splitlines()[1:] == [
+        "@SQ\tSN:a\tLN:5", "r\t0\ta\t1\t0\t2M\t*\t0\t0\tAC\t*"]
