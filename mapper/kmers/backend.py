@@ -148,7 +148,7 @@ class CpuBackend:
         self.bins = 2 ** bin_bits(self.k)
         self.shift = np.uint64(shift_of(self.k))
         self.extract = HostExtractor(layout, canonical)
-        self.codec = HostCodec()
+        self.codec = HostCodec(lambda fn, items: pool().map(fn, items))
         self.parsing = deque()  # (future codes, carry) of text blocks, in input order
         self.pieces = []        # futures of (keys grouped by bin, bounds [bins + 1], weights or None)
         self.tail = np.empty(0, dtype=np.uint8)  # the last k - 1 codes of the previous block

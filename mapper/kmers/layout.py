@@ -1,6 +1,6 @@
 """A sorted, counted run -> the bytes of its table bins (format version 1, docs/kmers.md), by the kernels
 of kernels/kmer_codec.cu, on either device: the cuda backend runs them on the GPU (gpu.CudaKernels), the
-cpu backend compiled for the host (backend.HostCodec). One layout, two targets: the two backends' tables
+cpu backend compiled for the host (HostCodec below). One layout, two targets: the two backends' tables
 are the same bytes by construction, and the numpy codec (codec.py) stays the readable twin that the tests
 hold both against.
 
@@ -49,10 +49,12 @@ class EncodedTable:
 
 class HostCodec:
     """The device that encode_table asks for, on the host: kernels/kmer_codec.cu compiled by
-    mapper.device.host (OpenMP over the items), buffers numpy byte arrays, prefix sums numpy's."""
+    mapper.device.host (OpenMP over the items), buffers numpy byte arrays, prefix sums numpy's, cut into
+    one chunk per thread and run by `parallel_map` (the cpu backend's pool)."""
 
-    def __init__(self):
+    def __init__(self, parallel_map):
         self.fn = {}
+        self.parallel_map = parallel_map
 
     def per_item(self, name, n, *args):
         if name not in self.fn:
@@ -70,12 +72,24 @@ class HostCodec:
     def read(pointer, count, dtype):
         return pointer[:count * np.dtype(dtype).itemsize].view(dtype).copy()
 
-    @staticmethod
-    def scan(data, n, wide=False):
+    def scan(self, data, n, wide=False):
+        """Exclusive prefix sum in place: each chunk's own (numpy), then each chunk shifted by the total of
+        the chunks before it."""
         values = data[:n * (8 if wide else 4)].view(np.uint64 if wide else np.uint32)
-        inclusive = np.cumsum(values, dtype=values.dtype)
-        values[:1] = 0
-        values[1:] = inclusive[:-1]
+        cuts = np.linspace(0, n, host.threads() + 1).astype(np.int64)
+
+        def local(c):
+            chunk = values[cuts[c]:cuts[c + 1]]
+            inclusive = np.cumsum(chunk, dtype=values.dtype)
+            chunk[1:], chunk[:1] = inclusive[:-1], 0
+            return inclusive[-1] if len(inclusive) else values.dtype.type(0)
+
+        totals = list(self.parallel_map(local, range(len(cuts) - 1)))
+        before = np.cumsum([values.dtype.type(0)] + totals[:-1], dtype=values.dtype)
+
+        def shift(c):
+            values[cuts[c]:cuts[c + 1]] += before[c]
+        list(self.parallel_map(shift, range(len(cuts) - 1)))
 
     @staticmethod
     def total(counts, n):
