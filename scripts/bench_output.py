@@ -9,12 +9,14 @@ records. At each thread count T it times, from that SAM:
   - gkmap BamWriter (SAM text already in memory, as a sink has it) and `samtools view -b -@ T-1` at
     samtools's default level and at level 1 (ISA-L level 1 is gkmap's default);
   - gkmap SortedBamWriter with --memory and `samtools sort -@ T-1 -m MEMORY/T` (the same total budget).
-Rates are SAM records per second and SAM megabytes per second; "x samtools" divides gkmap's rate by
-samtools's at the same thread count (default level for BAM). Each time is the best of --repeat runs; every
-output passes `samtools quickcheck`.
+Rates are SAM records per second and SAM megabytes per second (wall time); "x samtools" divides gkmap's
+rate by samtools's at the same thread count (default level for BAM). "CPU s" is the process's (or
+samtools's) user + system time, the figure to compare on a machine other jobs share. Each timing is the
+best of --repeat runs; every output passes `samtools quickcheck`.
 """
 import argparse
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -66,12 +68,19 @@ def repeated(sam, records, out):
     return out, b"".join(header).decode(), body * copies, body.count(b"\n") * copies
 
 
+def cpu_seconds():
+    """CPU time of this process and its finished children (samtools): comparable on a busy machine."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
 def best(repeat, call):
+    """(wall seconds, CPU seconds) of the fastest of `repeat` calls."""
     times = []
     for _ in range(repeat):
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), cpu_seconds()
         call()
-        times.append(time.perf_counter() - start)
+        times.append((time.perf_counter() - start, cpu_seconds() - cpu))
     return min(times)
 
 
@@ -114,8 +123,8 @@ def main():
         mb = len(body) / 1e6
         print(f"input: {n:,} SAM records, {mb:,.1f} MB ({source.name} repeated); {os.cpu_count()} cores; "
               f"sort memory {memory >> 20} MiB")
-        print(f"{'':34s}{'threads':>8s}{'seconds':>9s}{'records/s':>12s}{'SAM MB/s':>10s}{'out MB':>9s}"
-              f"{'x samtools':>12s}")
+        print(f"{'':30s}{'threads':>8s}{'seconds':>9s}{'CPU s':>7s}{'records/s':>12s}{'SAM MB/s':>10s}{'out MB':>8s}"
+              f"{'x samtools':>11s}")
         out = tmp / "out.bam"
         for t in threads:
             at = ["-@", t - 1]
@@ -131,14 +140,14 @@ def main():
             ]
             reference = None
             for name, run in runs:
-                seconds = best(args.repeat, run)
+                seconds, cpu = best(args.repeat, run)
                 samtools("quickcheck", out)
                 rate = n / seconds
                 if name in ("samtools view -b", "samtools sort"):
                     reference = rate
                 ratio = f"{rate / reference:.2f}" if name.startswith("gkmap") else ""
-                print(f"{name:34s}{t:8d}{seconds:9.2f}{rate:12,.0f}{mb / seconds:10.1f}{out.stat().st_size / 1e6:9.1f}"
-                      f"{ratio:>12s}", flush=True)
+                print(f"{name:30s}{t:8d}{seconds:9.2f}{cpu:7.2f}{rate:12,.0f}{mb / seconds:10.1f}"
+                      f"{out.stat().st_size / 1e6:8.1f}{ratio:>11s}", flush=True)
 
 
 if __name__ == "__main__":
