@@ -416,6 +416,8 @@ class SortedBamWriter(_Writer):
         self._memory = max(int(memory), MIN_SORT_MEMORY)
         self._piece = max(4096, min(PIECE, self._memory // 16))
         self._temp_dir = temp_dir or tempfile.gettempdir()
+        if not os.path.isdir(self._temp_dir) or not os.access(self._temp_dir, os.W_OK | os.X_OK):
+            raise UsageError(f"the sort's temporary folder {self._temp_dir} is not a writable folder")
         remove_stale(self._temp_dir, "gkmap-sort-", ".run")
         self._encoder = _Encoder(header_text, threads)
         self._handle, self._threads, self._level = handle, max(1, int(threads)), level

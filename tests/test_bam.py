@@ -16,7 +16,7 @@ import pytest
 from conftest import MEASLES, MEASLES_PAIR, SHIGELLA, SHIGELLA_PAIR, first_reads, need_tool
 from mapper import bam
 from mapper.bam import _Run
-from mapper.errors import InputError
+from mapper.errors import InputError, UsageError
 
 RG = r"@RG\tID:run1\tSM:sample\tPL:ILLUMINA"
 
@@ -264,3 +264,9 @@ def test_header_without_final_newline(tmp_path):
         writer.write(b"r\t0\ta\t1\t0\t2M\t*\t0\t0\tAC\t*\n")
     assert samtools("view", "-h", "--no-PG", out).stdout.decode().splitlines()[1:] == [
         "@SQ\tSN:a\tLN:5", "r\t0\ta\t1\t0\t2M\t*\t0\t0\tAC\t*"]
+
+
+def test_sort_folder_checked_first(tmp_path):
+    """A temporary folder that cannot be used is refused when the writer is made, not at its first spill."""
+    with open(os.devnull, "wb") as handle, pytest.raises(UsageError, match="not a writable folder"):
+        bam.SortedBamWriter(handle, EDGE_HEADER, temp_dir=tmp_path / "missing")
