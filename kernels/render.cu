@@ -132,8 +132,16 @@ __device__ __forceinline__ uint64_t differ_bits(const uint8_t *x, const uint8_t 
     return n >= 8 ? bits : bits & ((1ULL << (8 * n)) - 1);
 }
 
-/* The byte (0 .. 7) of the lowest set top bit of a differ_bits word. */
-__device__ __forceinline__ int first_byte(uint64_t bits) { return __popcll((bits & (0 - bits)) - 1) / 8; }
+/* The byte (0 .. 7) of the lowest set top bit of a differ_bits word (a count of trailing zeros: the host's
+ * popcount without -mpopcnt is a library call). */
+__device__ __forceinline__ int first_byte(uint64_t bits)
+{
+#ifdef GKMAP_HOST
+    return __builtin_ctzll(bits) / 8;
+#else
+    return (__ffsll((long long)bits) - 1) / 8;
+#endif
+}
 
 /* Step 1. One thread per record k: the all-M alignment's MD (see render_line) is sized while the mismatches
  * are counted, so that step 3 need not scan the record again. */
@@ -174,6 +182,11 @@ extern "C" __global__ void classify_records(const uint8_t *codes, const long lon
  * (i - 1, b + 1) plus 1 and the deletion from (i, b - 1) plus 1, left to right. The traceback from (L, W)
  * takes the diagonal step when it gives the cell's value, else the insertion, else the deletion, to (0, 0).
  * An alignment of cost d never leaves the band, so these values and choices are those of the unbanded table.
+ * Only the diagonals k = j - i that an alignment of cost d can cross are computed: |k| + |(W - L) - k| <= d
+ * (k edits to reach the diagonal, then at least |W - L - k| to end at (L, W)); the band's other cells are
+ * unreachable. That changes no choice: a neighbour that gives a path cell's value lies on an optimal
+ * alignment too, so inside these diagonals, and its value, like every value along an optimal alignment,
+ * comes from cells inside them; the cells left out cannot make a comparison true that was false.
  * D is held in bytes: a value above CAP (> every cost the traceback compares, <= d <= MAX_E) is held at CAP,
  * which keeps every value <= d exact and every larger one above d, so the choices are the same. The record's
  * scratch (host-sized) holds the span's letters padded with N on both sides (L + 2d + 1 bytes), D ((L + 1)
@@ -197,6 +210,10 @@ extern "C" __global__ void align_gapped(const uint8_t *codes, const long long *r
     const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= count)
         return;
+    if (t + AHEAD < count) {
+        PREFETCH(genome + rec_start[gapped[t + AHEAD]]);
+        PREFETCH(genome + rec_start[gapped[t + AHEAD]] + 64);
+    }
     const long long k = gapped[t], r = rec_read[k], L = read_start[r + 1] - read_start[r];
     const long long g = rec_start[k], W = rec_end[k] - g;
     const int d = (int)rec_edits[k], B = 2 * d + 1;
@@ -206,15 +223,17 @@ extern "C" __global__ void align_gapped(const uint8_t *codes, const long long *r
     uint8_t *D = span + L + 2 * d + 1, *ops = D + (L + 1) * C;
     for (long long q = 0; q < L + 2 * d + 1; q++)
         span[q] = q - d - 1 >= 0 && q - d - 1 < W ? genome[g + q - d - 1] : (uint8_t)CODE_N;
-    for (int b = 0; b < B; b++)
+    const int delta = (int)(W - L), slack = (d - (delta < 0 ? -delta : delta)) / 2;
+    const int lo = d + (delta < 0 ? delta : 0) - slack, hi = d + (delta > 0 ? delta : 0) + slack;  // in b
+    for (int b = lo; b <= hi; b++)
         D[b] = b - d >= 0 && b - d <= W ? (uint8_t)(b - d) : (uint8_t)CAP;
     for (long long i = 0; i <= L; i++)
-        D[i * C + B] = CAP;
+        D[i * C + hi + 1] = CAP;  // the insertion step into diagonal hi comes from outside
     for (long long i = 1; i <= L; i++) {
         const uint8_t *up = D + (i - 1) * C, xi = x[i - 1], xn = xi == CODE_N, *y = span + i;  // y[b]: (i, b)'s j - 1
         uint8_t *row = D + i * C;
         unsigned left = CAP;  // the cell before, for the deletion step
-        for (int b = 0; b < B; b++) {
+        for (int b = lo; b <= hi; b++) {
             const unsigned diag = up[b] + ((xi != y[b]) | xn), ins = up[b + 1] + 1u;
             unsigned v = diag < ins ? diag : ins;
             v = left + 1 < v ? left + 1 : v;
