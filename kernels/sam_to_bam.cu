@@ -64,6 +64,25 @@ __device__ __forceinline__ void put32(uint8_t *p, uint32_t v)
     p[3] = (uint8_t)(v >> 24);
 }
 
+/* An integer in `size` (1, 2 or 4) little-endian bytes, two's complement for a negative one. */
+__device__ __forceinline__ void put_int(uint8_t *p, int size, long long x)
+{
+    if (size == 1)
+        p[0] = (uint8_t)x;
+    else if (size == 2)
+        put16(p, (uint32_t)x);
+    else
+        put32(p, (uint32_t)x);
+}
+
+/* A float32's IEEE bits, little-endian (the machine's float is little-endian, as BAM's). */
+__device__ __forceinline__ void put_float(uint8_t *p, float f)
+{
+    const uint8_t *b = (const uint8_t *)&f;
+    for (int k = 0; k < 4; k++)
+        p[k] = b[k];
+}
+
 /* Eight bytes at p as a little-endian word, p at any alignment (on the host one unaligned load). */
 __device__ __forceinline__ unsigned long long load8(const uint8_t *p)
 {
@@ -331,12 +350,7 @@ __device__ long long encode_tag(const uint8_t *p, const uint8_t *q, uint8_t *out
         const int size = element_size(t);
         if (out) {
             out[2] = t;
-            if (size == 1)
-                out[3] = (uint8_t)x;
-            else if (size == 2)
-                put16(out + 3, (uint32_t)x);
-            else
-                put32(out + 3, (uint32_t)x);
+            put_int(out + 3, size, x);
         }
         return 3 + size;
     }
@@ -346,10 +360,7 @@ __device__ long long encode_tag(const uint8_t *p, const uint8_t *q, uint8_t *out
             return -1;
         if (out) {
             out[2] = 'f';
-            uint32_t bits;
-            const uint8_t *b = (const uint8_t *)&f;
-            bits = (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
-            put32(out + 3, bits);
+            put_float(out + 3, f);
         }
         return 7;
     }
@@ -386,10 +397,8 @@ __device__ long long encode_tag(const uint8_t *p, const uint8_t *q, uint8_t *out
                 float f;
                 if (!parse_float(s, e, &f))
                     return -1;
-                if (o) {
-                    const uint8_t *b = (const uint8_t *)&f;
-                    put32(o, (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24);
-                }
+                if (o)
+                    put_float(o, f);
                 continue;
             }
             const bool is_signed = v[0] == 'c' || v[0] == 's' || v[0] == 'i';
@@ -398,14 +407,8 @@ __device__ long long encode_tag(const uint8_t *p, const uint8_t *q, uint8_t *out
             if (!parse_int(s, e, is_signed ? -(1LL << (bits - 1)) : 0,
                            is_signed ? (1LL << (bits - 1)) - 1 : (1LL << bits) - 1, &x))
                 return -1;
-            if (o) {
-                if (size == 1)
-                    o[0] = (uint8_t)x;
-                else if (size == 2)
-                    put16(o, (uint32_t)x);
-                else
-                    put32(o, (uint32_t)x);
-            }
+            if (o)
+                put_int(o, size, x);
         }
         return 8 + count * size;
     }
