@@ -41,8 +41,6 @@
 #define OP_INS 2
 #define OP_DEL 3
 
-#define UNREACHABLE (1 << 28)  /* a DP value no path adds enough to to overflow, never equal to one <= d */
-
 /* A record's reference span is a random place in the genome, a cache miss: on the host (one thread walks
  * the items in order) the span of the record AHEAD items on is fetched early. A GPU hides the latency by its
  * many threads instead. */

@@ -82,7 +82,7 @@ def cap_records(found, best, max_records):
 
 @dataclass
 class Rendered:
-    sam: object         # str, or a SpilledText from a worker process
+    sam: object         # str, or a SpilledText from a worker process (render's raw: the bytes, until spilled)
     unmapped: object    # FASTQ/FASTA of the unmapped reads ('' unless asked for), likewise
     nh: np.ndarray      # loci found per read (before the caps): the run's counters
     records: int        # SAM records of mapped reads
@@ -96,8 +96,8 @@ def render(batch, rows, maps, reference, best, max_records, want_unmapped, read_
 
     The records (CIGAR, MD and text) are written by kernels/render.cu on `threads` threads (sam_kernel.py)
     where a C++ compiler is present, else by the numpy renderer (align.describe, sam.batch_records), which
-    states the same rules and is the tests' oracle; `compiled` forces one or the other (None: the first
-    where it can run). Render processes keep to one thread each: they are the parallelism. With `raw` the
+    states the same rules and is the tests' oracle; `compiled` forces one or the other (None: compiled
+    wherever it can run). Render processes keep to one thread each: they are the parallelism. With `raw` the
     compiled renderer's SAM is left as its ASCII bytes (a uint8 array), for a render process to write to
     its file without making a str of it."""
     t0 = time.perf_counter()

@@ -84,12 +84,11 @@ def records_text(batch, rows, reference, read, strand, loci, nh, mapq, second, r
     gap_of[gapped] = np.arange(len(gapped))
     texts, text_at, cig_len, md_len, gap_nm = _align_gapped(launch, gapped, codes, rec, genome)
 
-    tail = np.frombuffer(f"\tRG:Z:{read_group}".encode() if read_group is not None else b"\0", dtype=np.uint8)
+    tail = np.frombuffer(b"" if read_group is None else f"\tRG:Z:{read_group}".encode(), dtype=np.uint8)
     line_args = (names, name_start, seq, qual, read_start, _i64(nh), _i64(mapq), _i64(second), line_first,
                  rec_first, line_read, _i64(strand), _i64(loci.contig), rec[3], rec[5], codes, rec[0], md_size,
                  gap_of, texts, text_at, cig_len, md_len, gap_nm, genome, _i64(reference.starts), contig_names,
-                 contig_name_start, _TABLES, tail, len(tail) if read_group is not None else 0,
-                 lines)
+                 contig_name_start, _TABLES, tail, len(tail), lines)
     size = np.empty(lines, dtype=np.int64)
     launch("line_sizes", lines, *line_args, size)
     offset = np.zeros(lines, dtype=np.int64)
