@@ -36,13 +36,15 @@ Why each choice:
   1M Shigella records (383 MB of SAM; scripts/bench_output.py), one thread: 1.59 CPU-s and 93.7 MB here,
   samtools view -b 6.61 CPU-s and 86.6 MB (1.90 and 90.2 MB at its level 1, libdeflate).
 - Sorting: samtools sort's order (refID with -1 last, then pos, then reverse strand; input order on ties).
-  Records are encoded straight into an arena of `memory` bytes (less 16 bytes a record for its key and
-  place); a full arena is sorted (numpy's stable argsort of 64-bit keys) and spilled as a run of pieces of
-  at most PIECE bytes (ISA-L level 1: temporary files about 2.6 times smaller than the records). At close
-  the runs are merged a batch of records at a time: the smallest last key among the runs' current pieces
-  bounds what every run can give now, those records are ordered by one stable argsort and copied by a
-  kernel (gather_records). More runs than memory allows pieces for are merged in several passes, so
-  memory stays within the budget whatever the input size. Run files are named
+  Records are encoded straight into an arena of `memory` bytes (less PER_RECORD bytes a record for its
+  key, place and length and the sort's index); a full arena is sorted (numpy's stable argsort of 64-bit
+  keys) and spilled as a run of pieces of at most PIECE bytes (ISA-L level 1: temporary files about 2.6
+  times smaller than the records). At close the runs are merged a batch of records at a time: the
+  smallest last key among the runs' current pieces bounds what every run can give now, those records are
+  ordered by one stable argsort and copied by a kernel (gather_records). More runs than memory allows
+  pieces for are merged in several passes, so memory stays within the budget whatever the input size
+  (measured: 215 MB peak RSS for 1M records at memory=64M, of which about 130 MB is the process and the
+  16 MB chunks sam_to_bam reads). Run files are named
   `temp_prefix("gkmap-sort-")`...`.run` in `temp_dir` and unlinked as soon as they are opened (the open
   descriptor keeps the data), so nothing is left after close, an error or a kill; `remove_stale` removes
   what a kill between creating and unlinking one left.
@@ -77,6 +79,7 @@ BLOCKS_PER_TASK = 8
 SLICE = 16 << 20  # BAM bytes written per launch of pass 2: bounds the encoder's memory whatever a write holds
 SERIAL = 4096  # records (or segments) below which a kernel runs on one thread
 SEG = 4096  # bytes of text per thread of the line finder
+PER_RECORD = 56  # sort memory a record takes beside its bytes: key, place, length (24), sorting them (32)
 PIECE = 4 << 20  # record bytes per piece of a sort run (fewer for a small memory budget)
 EOF_BLOCK = bytes.fromhex("1f8b08040000000000ff0600424302001b0003000000000000000000")
 _HEADER = struct.Struct("<4BI2BH2BHH")  # gzip member header with the BC extra field (block size - 1)
@@ -438,8 +441,8 @@ class SortedBamWriter(_Writer):
         sizes = self._encoder.sizes(data, ends)
         done = 0
         while done < len(sizes):
-            room = self._memory - self._fill - 16 * self._count
-            take = int(np.searchsorted(np.cumsum(sizes[done:] + 16), room, "right"))
+            room = self._memory - self._fill - PER_RECORD * self._count
+            take = int(np.searchsorted(np.cumsum(sizes[done:] + PER_RECORD), room, "right"))
             if take == 0:
                 if self._count == 0:
                     raise UsageError(f"a BAM record of {sizes[done]} bytes exceeds the sort memory "
