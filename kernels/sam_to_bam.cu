@@ -441,7 +441,7 @@ __device__ long long encode_record(const uint8_t *s, const uint8_t *e, const uin
         qual_end = field[11] - 1;
     else
         field[11] = e + 1;
-#define END(k) (k == 10 ? qual_end : field[(k) + 1] - 1)
+#define END(k) ((k) == 10 ? qual_end : field[(k) + 1] - 1)
     const long long l_name = END(0) - field[0];
     if (l_name < 1 || l_name > 254)
         return -BAM_BAD_QNAME;
@@ -511,8 +511,7 @@ __device__ long long encode_record(const uint8_t *s, const uint8_t *e, const uin
         low |= field[10][k] < '!';
     if (low)
         return -BAM_BAD_QUAL;
-    const long long fixed = 36 + l_name + 1 + 4 * n_cigar + (l_seq + 1) / 2 + l_seq;
-    long long size = fixed;
+    long long size = 36 + l_name + 1 + 4 * n_cigar + (l_seq + 1) / 2 + l_seq;
     /* tags, from the 12th field on */
     for (const uint8_t *t = field[11]; t < e;) {
         const uint8_t *te = next_tab(t, e);
