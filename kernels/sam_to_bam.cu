@@ -22,8 +22,11 @@
  * The encoding is the SAM specification's BAM layout (little-endian, unaligned), with samtools' choices where
  * the specification leaves one: an integer tag takes the smallest of c/C/s/S/i/I that holds it (C/S/I for
  * values >= 0), QUAL '*' is 0xFF per base, bin = reg2bin(pos, end) with end = pos + 1 for an unmapped record
- * or one without reference length. Unlike samtools, fields are encoded as written (an unknown RNAME is an
- * error, not an unmapped record; FLAG is never changed).
+ * or one without reference length, and htslib's repairs of inconsistent records: RNAME set with POS 0 is
+ * unplaced (refID -1), a record without refID or CIGAR gets FLAG 0x4, RNEXT set with PNEXT 0 becomes -1.
+ * So the output is byte for byte what `samtools view -b` makes of the same lines. Stricter than samtools: an
+ * RNAME or RNEXT the header lacks is an error (samtools warns and unmaps), and so are a NUL byte, a QNAME or
+ * QUAL byte outside '!'-'~' and a tag name other than [A-Za-z][A-Za-z0-9], as the specification says.
  */
 #include <stdint.h>
 #ifdef GKMAP_HOST
@@ -34,7 +37,7 @@
 #endif
 
 #define BAM_BAD_FIELDS 1     /* fewer than 11 tab-separated fields */
-#define BAM_BAD_QNAME 2      /* empty, or longer than 254 */
+#define BAM_BAD_QNAME 2      /* empty, longer than 254, or a byte outside '!'-'~' */
 #define BAM_BAD_FLAG 3
 #define BAM_BAD_RNAME 4      /* not an @SQ name */
 #define BAM_BAD_POS 5
@@ -44,8 +47,9 @@
 #define BAM_BAD_PNEXT 9
 #define BAM_BAD_TLEN 10
 #define BAM_BAD_SEQ 11       /* length differs from the CIGAR's query length */
-#define BAM_BAD_QUAL 12      /* length differs from SEQ's, or a character below '!' */
+#define BAM_BAD_QUAL 12      /* length differs from SEQ's, or a byte outside '!'-'~' */
 #define BAM_BAD_TAG 13       /* not TG:T:VALUE with a known type, or a value its type cannot hold */
+#define BAM_BAD_BYTE 14      /* a NUL byte in the line */
 
 #define MAX_POS 2147483647LL /* 1-based POS / PNEXT; the 0-based pos + 1 then fits the key's 31 bits */
 
@@ -264,13 +268,13 @@ __device__ int find_ref(const uint8_t *p, const uint8_t *q, const uint8_t *names
     return -1;
 }
 
-/* BAM's 4-bit base code of each byte of SEQ: "=ACMGRSVTWYHKDBN" in either case, 0-15; anything else (U
- * included) 15, N. */
+/* BAM's 4-bit base code of each byte of SEQ: "=ACMGRSVTWYHKDBN" in either case, 0-15, and the digits 0-3 as
+ * A, C, G, T (as htslib reads them); anything else (U included) 15, N. */
 __constant__ uint8_t BASE_CODE[256] = {
     15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15,
     15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15,
     15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15,
-    15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15,  0, 15, 15,
+     1,  2,  4,  8, 15, 15, 15, 15, 15, 15, 15, 15, 15,  0, 15, 15,
     15,  1, 14,  2, 13, 15, 15,  4, 11, 15, 15, 12, 15,  3, 15, 15,
     15, 15,  5,  6,  8, 15,  7,  9, 15, 10, 15, 15, 15, 15, 15, 15,
     15,  1, 14,  2, 13, 15, 15,  4, 11, 15, 15, 12, 15,  3, 15, 15,
@@ -319,12 +323,31 @@ __device__ __forceinline__ int element_size(uint8_t t)
     return t == 'c' || t == 'C' ? 1 : t == 's' || t == 'S' ? 2 : t == 'i' || t == 'I' || t == 'f' ? 4 : 0;
 }
 
+__device__ __forceinline__ bool is_letter(uint8_t c)
+{
+    return (c | 0x20) >= 'a' && (c | 0x20) <= 'z';
+}
+
+/* Whether [p, q) holds a NUL byte (which a C-string SAM parser would take for the line's end), a word at a
+ * time. */
+__device__ bool has_nul(const uint8_t *p, const uint8_t *q)
+{
+    for (; p + 8 <= q; p += 8)
+        if (bytes_equal(load8(p), 0))
+            return true;
+    for (; p < q; p++)
+        if (!*p)
+            return true;
+    return false;
+}
+
 /* Bytes of one optional field [p, q) ("TG:T:VALUE") in BAM, written at `out` when it is not null; -1 when
  * the field is malformed. i: the smallest integer type (negative: c, s, i; otherwise C, S, I); A: one
  * character; f: float32; Z, H (even length): the string and a NUL; B: subtype, count, elements. */
 __device__ long long encode_tag(const uint8_t *p, const uint8_t *q, uint8_t *out)
 {
-    if (q - p < 5 || p[0] < '!' || p[1] < '!' || p[2] != ':' || p[4] != ':')
+    if (q - p < 5 || !is_letter(p[0]) || !(is_letter(p[1]) || (p[1] >= '0' && p[1] <= '9')) || p[2] != ':' ||
+        p[4] != ':')
         return -1;
     const uint8_t type = p[3];
     const uint8_t *v = p + 5;
@@ -445,6 +468,9 @@ __device__ long long encode_record(const uint8_t *s, const uint8_t *e, const uin
     const long long l_name = END(0) - field[0];
     if (l_name < 1 || l_name > 254)
         return -BAM_BAD_QNAME;
+    for (long long k = 0; k < l_name; k++)
+        if (field[0][k] < '!' || field[0][k] > '~')
+            return -BAM_BAD_QNAME;
     long long flag, pos, mapq, pnext, tlen;
     if (!parse_uint(field[1], END(1), 65535, &flag))
         return -BAM_BAD_FLAG;
@@ -457,6 +483,10 @@ __device__ long long encode_record(const uint8_t *s, const uint8_t *e, const uin
     if (!parse_uint(field[3], END(3), MAX_POS, &pos))
         return -BAM_BAD_POS;
     pos -= 1;
+    if (pos < 0)
+        ref = -1;
+    if (ref < 0)
+        flag |= 4;
     if (!parse_uint(field[4], END(4), 255, &mapq))
         return -BAM_BAD_MAPQ;
     /* CIGAR: count and check the ops, their reference and query lengths */
@@ -486,6 +516,8 @@ __device__ long long encode_record(const uint8_t *s, const uint8_t *e, const uin
         }
         if (digits || n_cigar == 0 || n_cigar > 65535)
             return -BAM_BAD_CIGAR;
+    } else {
+        flag |= 4;
     }
     int next_ref = -1;
     if (END(6) - field[6] == 1 && field[6][0] == '=') {
@@ -497,6 +529,8 @@ __device__ long long encode_record(const uint8_t *s, const uint8_t *e, const uin
     }
     if (!parse_uint(field[7], END(7), MAX_POS, &pnext))
         return -BAM_BAD_PNEXT;
+    if (pnext == 0)
+        next_ref = -1;
     if (!parse_int(field[8], END(8), -2147483647LL - 1, 2147483647LL, &tlen))
         return -BAM_BAD_TLEN;
     const bool no_seq = END(9) - field[9] == 1 && field[9][0] == '*';
@@ -506,11 +540,13 @@ __device__ long long encode_record(const uint8_t *s, const uint8_t *e, const uin
     const bool no_qual = END(10) - field[10] == 1 && field[10][0] == '*';
     if (!no_qual && END(10) - field[10] != l_seq)
         return -BAM_BAD_QUAL;
-    bool low = false;  /* no early exit: the loop vectorises */
+    bool outside = false;  /* no early exit: the loop vectorises */
     for (long long k = 0; k < l_seq && !no_qual; k++)
-        low |= field[10][k] < '!';
-    if (low)
+        outside |= field[10][k] < '!' || field[10][k] > '~';
+    if (outside)
         return -BAM_BAD_QUAL;
+    if (!out && has_nul(s, e))  /* pass 1 only: pass 2 sees lines pass 1 accepted */
+        return -BAM_BAD_BYTE;
     long long size = 36 + l_name + 1 + 4 * n_cigar + (l_seq + 1) / 2 + l_seq;
     /* tags, from the 12th field on */
     for (const uint8_t *t = field[11]; t < e;) {

@@ -22,7 +22,10 @@ Why each choice:
 - Encoding: kernels/sam_to_bam.cu, compiled as C++ with OpenMP by the host device layer
   (mapper/device/host.py): one thread per record sizes it, numpy's cumsum places the records, one thread
   per record writes it. No Python runs per record. The library is built on first use (about 1.5 s, then
-  from the kernel cache). Without a C++ compiler BAM is refused with one line
+  from the kernel cache). The records are byte for byte what `samtools view -b` makes of the same lines,
+  its repairs of inconsistent records included (FLAG 0x4 without RNAME or CIGAR, RNAME with POS 0
+  unplaced, RNEXT with PNEXT 0 dropped); an RNAME the header lacks is an error, not samtools's warning.
+  Without a C++ compiler BAM is refused with one line
   (`UsageError`): a numpy encoder of every SAM field and tag type would be a second implementation to keep
   equal to the first, for machines that can write SAM and pipe it to `samtools view -b` instead.
 - Compression: BGZF blocks of at most 65,280 input bytes (so that a block that does not compress still
@@ -85,13 +88,14 @@ EOF_BLOCK = bytes.fromhex("1f8b08040000000000ff0600424302001b0003000000000000000
 _HEADER = struct.Struct("<4BI2BH2BHH")  # gzip member header with the BC extra field (block size - 1)
 _PIECE_HEAD = struct.Struct("<qqq")  # records, raw bytes, compressed bytes
 
-REASONS = {1: "fewer than 11 tab-separated fields", 2: "QNAME empty or longer than 254 characters",
+REASONS = {1: "fewer than 11 tab-separated fields", 2: "QNAME empty, longer than 254 or not of '!'-'~'",
            3: "FLAG not an integer 0-65535", 4: "RNAME not an @SQ name of the header", 5: "POS not an integer 0-2^31-1",
            6: "MAPQ not an integer 0-255", 7: "bad CIGAR (syntax, an op longer than 2^28-1, or more than 65535 ops)",
            8: "RNEXT not '=', '*' or an @SQ name", 9: "PNEXT not an integer 0-2^31-1", 10: "TLEN not a 32-bit integer",
            11: "SEQ length differs from the CIGAR's query length",
-           12: "QUAL length differs from SEQ's, or a character below '!'",
-           13: "bad optional field (TG:TYPE:VALUE with TYPE A, i, f, Z, H or B, and a value that type holds)"}
+           12: "QUAL length differs from SEQ's, or a character outside '!'-'~'",
+           13: "bad optional field (TG:TYPE:VALUE with TYPE A, i, f, Z, H or B, and a value that type holds)",
+           14: "a NUL byte"}
 
 
 class BamEncodeError(ValueError):

@@ -80,6 +80,11 @@ def edge_records():
         f"read8\t73\tHLA-A*01:01\t16385\t7\t40M\t=\t16385\t0\t{long_seq[:40]}\t{qual[:40]}",
         "read9\t0\tchrM\t1\t60\t0M\t*\t0\t0\t*\t*",
         f"read10\t4\tcontig033\t250\t0\t*\t=\t250\t0\t{seq}\t{qual}",
+        # inconsistent records samtools repairs: no FLAG 0x4 without RNAME or CIGAR, RNAME with POS 0,
+        # RNEXT with PNEXT 0; and SEQ digits 0-3 (read as ACGT)
+        "read11\t0\t*\t0\t0\t*\t*\t0\t0\tACGT\tIIII",
+        "read12\t0\tchr1\t0\t0\t4M\t=\t0\t0\tACGT\tIIII",
+        "read13\t32\tchr2\t5\t0\t*\tchr1\t0\t0\t0123\tIIII",
     ]
     lines += [f"r{k}\t{16 * (k % 2)}\tcontig{k % 60:03d}\t{1 + (k * 37) % 900}\t{k % 61}\t8M\t*\t0\t0\tACGTACGT\tIIIIIIII"
               f"\tNM:i:{k % 3}\tHI:i:{k}" for k in range(300)]
@@ -205,6 +210,10 @@ def test_picard_validates(gkmap_sams, tmp_path):
     ("r\t0\tchr1\t1\t0\t*\t*\t0\t0\t*\t*\tXB:B:c,128", "bad optional field"),
     ("r\t0\tchr1\t1\t0\t*\t*\t0\t0\t*", "fewer than 11"),
     ("\t0\tchr1\t1\t0\t*\t*\t0\t0\t*\t*", "QNAME"),
+    ("r r\t0\tchr1\t1\t0\t*\t*\t0\t0\t*\t*", "QNAME"),
+    ("r\t0\tchr1\t1\t0\t3M\t*\t0\t0\tACG\tI\x7fI", "QUAL"),
+    ("r\t0\tchr1\t1\t0\t*\t*\t0\t0\t*\t*\t1X:i:5", "bad optional field"),
+    ("r\t0\tchr1\t1\t0\t*\t*\t0\t0\t*\t*\tXZ:Z:a\x00b", "NUL"),
 ])
 def test_bad_records(tmp_path, record, reason):
     """A record samtools would refuse or change is an error naming it, and its batch writes nothing."""
@@ -270,3 +279,36 @@ def test_sort_folder_checked_first(tmp_path):
     """A temporary folder that cannot be used is refused when the writer is made, not at its first spill."""
     with open(os.devnull, "wb") as handle, pytest.raises(UsageError, match="not a writable folder"):
         bam.SortedBamWriter(handle, EDGE_HEADER, temp_dir=tmp_path / "missing")
+
+
+def test_mutated_records_never_crash(tmp_path):
+    """Thousands of records damaged at random (bytes changed, dropped, repeated): each is refused with
+    BamEncodeError or encoded exactly as samtools encodes it (samtools accepts every record kept)."""
+    import random
+    rng = random.Random(18)
+    lines = edge_records().encode().splitlines()
+    alphabet = b"\t:*=-+.,0123456789ACGTNMIDSHPXZfiABc\x00\xff!~ "
+    kept = []
+    with open(tmp_path / "fuzz.bam", "wb") as handle, bam.BamWriter(handle, EDGE_HEADER) as writer:
+        for _ in range(3000):
+            line = bytearray(rng.choice(lines))
+            for _ in range(rng.randint(1, 4)):
+                at = rng.randrange(len(line) + 1)
+                action = rng.randrange(3)
+                if action == 0 and at < len(line):
+                    line[at] = rng.choice(alphabet)
+                elif action == 1:
+                    del line[at:at + rng.randint(1, 12)]
+                else:
+                    line[at:at] = line[max(0, at - rng.randint(1, 12)):at]
+            record = bytes(line).replace(b"\n", b"") + b"\n"
+            try:
+                writer.write(record)
+            except bam.BamEncodeError:
+                continue
+            kept.append(record)
+    assert 100 < len(kept) < 3000
+    sam = tmp_path / "kept.sam"
+    sam.write_bytes(EDGE_HEADER.encode() + b"".join(kept))
+    samtools("view", "--no-PG", "-u", "-o", tmp_path / "kept.samtools.bam", sam)
+    assert stream(tmp_path / "fuzz.bam") == stream(tmp_path / "kept.samtools.bam")
