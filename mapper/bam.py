@@ -25,9 +25,9 @@ Why each choice:
   from the kernel cache). The records are byte for byte what `samtools view -b` makes of the same lines,
   its repairs of inconsistent records included (FLAG 0x4 without RNAME or CIGAR, RNAME with POS 0
   unplaced, RNEXT with PNEXT 0 dropped); an RNAME the header lacks is an error, not samtools's warning.
-  Without a C++ compiler BAM is refused with one line
-  (`UsageError`): a numpy encoder of every SAM field and tag type would be a second implementation to keep
-  equal to the first, for machines that can write SAM and pipe it to `samtools view -b` instead.
+  Without a C++ compiler BAM is refused with one line (`UsageError`): a numpy encoder of every SAM field
+  and tag type would be a second implementation to keep equal to the first, for machines that can write
+  SAM and pipe it to `samtools view -b` instead.
 - Compression: BGZF blocks of at most 65,280 input bytes (so that a block that does not compress still
   fits BGZF's 64 KiB), raw deflate by ISA-L (`isal_zlib`, installed with xopen), tasks of 8 blocks over
   a thread pool (ISA-L releases the GIL). Measured on this machine on 23 MB of gkmap's BAM records
