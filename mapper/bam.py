@@ -432,7 +432,10 @@ class SortedBamWriter(_Writer):
         self._encoder = _Encoder(header_text, threads)
         self._handle, self._threads, self._level = handle, max(1, int(threads)), level
         self._header = header_block(header_text)
-        self._arena = np.empty(self._memory, np.uint8)  # pages are touched only as records fill it
+        try:
+            self._arena = np.empty(self._memory, np.uint8)  # pages are touched only as records fill it
+        except MemoryError:
+            raise UsageError(f"sort memory of {self._memory} bytes is more than this machine can reserve") from None
         self._fill, self._count = 0, 0
         self._keys, self._starts, self._lengths = [], [], []
         self._runs, self._open = [], []  # the runs to merge; every run file still open

@@ -275,10 +275,14 @@ def test_header_without_final_newline(tmp_path):
         "@SQ\tSN:a\tLN:5", "r\t0\ta\t1\t0\t2M\t*\t0\t0\tAC\t*"]
 
 
-def test_sort_folder_checked_first(tmp_path):
-    """A temporary folder that cannot be used is refused when the writer is made, not at its first spill."""
-    with open(os.devnull, "wb") as handle, pytest.raises(UsageError, match="not a writable folder"):
-        bam.SortedBamWriter(handle, EDGE_HEADER, temp_dir=tmp_path / "missing")
+def test_sort_settings_checked_first(tmp_path):
+    """A temporary folder that cannot be used, or a budget no machine has, is refused when the writer is
+    made, not at its first spill."""
+    with open(os.devnull, "wb") as handle:
+        with pytest.raises(UsageError, match="not a writable folder"):
+            bam.SortedBamWriter(handle, EDGE_HEADER, temp_dir=tmp_path / "missing")
+        with pytest.raises(UsageError, match="more than this machine can reserve"):
+            bam.SortedBamWriter(handle, EDGE_HEADER, memory=1 << 50)
 
 
 def test_mutated_records_never_crash(tmp_path):
