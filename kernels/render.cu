@@ -13,9 +13,9 @@
  * (records rec_first[r] ..), or one unmapped record when nh[r] = 0; line_read[j] is line j's read.
  *
  * Steps (each a launch, one thread per item, no block cooperation):
- *   1. classify_records: md_size[k] = the length of the MD of the all-M alignment when the mapping spans the
- *      read's length and its Hamming distance (an N never matches) equals its edit count: that alignment is then
- *      optimal and is the one reported; -1 otherwise;
+ *   1. classify_records: when the mapping spans the read's length and its Hamming distance (an N never
+ *      matches) equals its edit count, the all-M alignment is optimal and is the one reported: its MD is
+ *      written into the record's slot of `md_text` and md_size[k] is its length; -1 otherwise;
  *   2. align_gapped, for the others: a global alignment of the read against exactly the span in the band of
  *      diagonals |j - i| <= d, traced back from the end preferring a diagonal step, then an insertion, then a
  *      deletion (the rule of mapper/align.py), its CIGAR and MD written into the record's slot of `texts`;
@@ -141,12 +141,15 @@ __device__ __forceinline__ int first_byte(uint64_t bits)
 #endif
 }
 
-/* Step 1. One thread per record k: the all-M alignment's MD (see render_line) is sized while the mismatches
- * are counted, so that step 3 need not scan the record again. */
+/* Step 1. One thread per record k: the all-M alignment's MD (the matches before each mismatch and the
+ * mismatch's reference letter, then the matches after the last) is written while the mismatches are counted,
+ * so the record's span is read once: steps 3 and 4 copy it. Its slot (md_at[k], host-sized) holds the MD of
+ * up to rec_edits[k] mismatches; a record found gapped leaves what it wrote there unused. */
 extern "C" __global__ void classify_records(const uint8_t *codes, const long long *rec_at, const long long *rec_read,
                                             const long long *read_start, const long long *rec_start,
                                             const long long *rec_end, const long long *rec_edits,
-                                            const uint8_t *genome, long long m, long long *md_size)
+                                            const uint8_t *genome, const uint8_t *tables, uint8_t *md_text,
+                                            const long long *md_at, long long m, long long *md_size)
 {
     const long long k = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (k >= m)
@@ -161,16 +164,19 @@ extern "C" __global__ void classify_records(const uint8_t *codes, const long lon
         return;
     }
     const uint8_t *x = codes + rec_at[k], *y = genome + g;
-    long long hamming = 0, size = 0, last = -1;  // last: the previous mismatch
+    Out<true> o = {md_text + md_at[k], 0};
+    long long hamming = 0, last = -1;  // last: the previous mismatch
     for (long long i = 0; i < L && hamming <= edits; i += 8) {
-        for (uint64_t bits = differ_bits(x, y, i, L); bits; bits &= bits - 1) {
+        for (uint64_t bits = differ_bits(x, y, i, L); bits && ++hamming <= edits; bits &= bits - 1) {
             const long long at = i + first_byte(bits);
-            size += digits(at - last - 1) + 1;
+            put_int(o, at - last - 1);
+            put(o, tables[T_MD + y[at]]);
             last = at;
-            hamming++;
         }
     }
-    md_size[k] = hamming == edits ? size + digits(L - last - 1) : -1;
+    if (hamming == edits)
+        put_int(o, L - last - 1);
+    md_size[k] = hamming == edits ? o.n : -1;
 }
 
 /* Step 2. One thread per gapped record gapped[t] with edit distance d and span W = end - start, over the read
@@ -305,14 +311,14 @@ extern "C" __global__ void align_gapped(const uint8_t *codes, const long long *r
     const long long *read_start, const long long *nh, const long long *mapq, const long long *second, \
     const long long *line_first, const long long *rec_first, const long long *line_read, \
     const long long *rec_strand, const long long *rec_contig, const long long *rec_start, \
-    const long long *rec_edits, const uint8_t *codes, const long long *rec_at, const long long *md_size, \
+    const long long *rec_edits, const uint8_t *md_text, const long long *md_at, const long long *md_size, \
     const long long *gap_of, const uint8_t *texts, const long long *text_at, const long long *cig_len, \
-    const long long *md_len, const long long *gap_nm, const uint8_t *genome, const long long *contig_start, \
+    const long long *md_len, const long long *gap_nm, const long long *contig_start, \
     const uint8_t *contig_names, const long long *contig_name_start, const uint8_t *tables, \
     const uint8_t *tail, long long tail_len, long long lines
 #define LINE_ARGS names, name_start, seq, qual, read_start, nh, mapq, second, line_first, rec_first, line_read, \
-    rec_strand, rec_contig, rec_start, rec_edits, codes, rec_at, md_size, gap_of, texts, text_at, cig_len, md_len, \
-    gap_nm, genome, contig_start, contig_names, contig_name_start, tables, tail, tail_len, lines
+    rec_strand, rec_contig, rec_start, rec_edits, md_text, md_at, md_size, gap_of, texts, text_at, cig_len, md_len, \
+    gap_nm, contig_start, contig_names, contig_name_start, tables, tail, tail_len, lines
 
 /* SEQ or QUAL: bytes [a, a + L) of `src`, or on the reverse strand the same bytes reversed (and mapped by
  * `complement` when given); '*' for an empty read or no bytes (FASTA's QUAL). */
@@ -384,23 +390,10 @@ template <bool WRITE> __device__ __forceinline__ void render_line(long long j, O
         put_str(o, "\tNM:i:");
         put_int(o, nm);
         put_str(o, "\tMD:Z:");
-        if (t >= 0) {
+        if (t >= 0)
             put_bytes(o, texts + text_at[t] + cig_len[t], md_len[t]);
-        } else if (!WRITE) {
-            o.n += md_size[k];
-        } else {
-            const uint8_t *x = codes + rec_at[k], *y = genome + rec_start[k];
-            long long last = -1;
-            for (long long i = 0; i < L; i += 8) {
-                for (uint64_t bits = differ_bits(x, y, i, L); bits; bits &= bits - 1) {
-                    const long long at = i + first_byte(bits);
-                    put_int(o, at - last - 1);
-                    put(o, tables[T_MD + y[at]]);
-                    last = at;
-                }
-            }
-            put_int(o, L - last - 1);
-        }
+        else
+            put_bytes(o, md_text + md_at[k], md_size[k]);
         put_str(o, "\tAS:i:");
         put_int(o, -nm);
         if (second[r] >= 0) {
@@ -433,13 +426,6 @@ extern "C" __global__ void write_lines(LINE_PARAMS, const long long *offset, uin
     const long long j = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (j >= lines)
         return;
-#ifdef GKMAP_HOST
-    if (j + AHEAD < lines && nh[line_read[j + AHEAD]]) {
-        const long long ahead = rec_first[line_read[j + AHEAD]] + j + AHEAD - line_first[line_read[j + AHEAD]];
-        PREFETCH(genome + rec_start[ahead]);
-        PREFETCH(genome + rec_start[ahead] + 64);
-    }
-#endif
     Out<true> o = {text + offset[j], 0};
     render_line(j, o, LINE_ARGS);
 }

@@ -77,8 +77,9 @@ def records_text(batch, rows, reference, read, strand, loci, nh, mapq, second, r
     launch = lambda name, count, *args, block=host.BLOCK: host.launch(_kernel(name), count, *args, block=block,
                                                                       workers=threads)
 
+    md_text, md_at = _md_slots(rec)
     md_size = np.empty(max(m, 1), dtype=np.int64)
-    launch("classify_records", m, codes, *rec, genome, m, md_size)
+    launch("classify_records", m, codes, *rec, genome, _TABLES, md_text, md_at, m, md_size)
     gapped = np.flatnonzero(md_size[:m] < 0)
     gap_of = np.full(max(m, 1), -1, dtype=np.int64)
     gap_of[gapped] = np.arange(len(gapped))
@@ -86,8 +87,8 @@ def records_text(batch, rows, reference, read, strand, loci, nh, mapq, second, r
 
     tail = np.frombuffer(b"" if read_group is None else f"\tRG:Z:{read_group}".encode(), dtype=np.uint8)
     line_args = (names, name_start, seq, qual, read_start, _i64(nh), _i64(mapq), _i64(second), line_first,
-                 rec_first, line_read, _i64(strand), _i64(loci.contig), rec[3], rec[5], codes, rec[0], md_size,
-                 gap_of, texts, text_at, cig_len, md_len, gap_nm, genome, _i64(reference.starts), contig_names,
+                 rec_first, line_read, _i64(strand), _i64(loci.contig), rec[3], rec[5], md_text, md_at,
+                 md_size, gap_of, texts, text_at, cig_len, md_len, gap_nm, _i64(reference.starts), contig_names,
                  contig_name_start, _TABLES, tail, len(tail), lines)
     size = np.empty(lines, dtype=np.int64)
     launch("line_sizes", lines, *line_args, size)
@@ -96,6 +97,22 @@ def records_text(batch, rows, reference, read, strand, loci, nh, mapq, second, r
     text = np.empty(int(offset[-1] + size[-1]), dtype=np.uint8)
     launch("write_lines", lines, *line_args, offset, text)
     return text
+
+
+def _md_slots(rec):
+    """(md_text, md_at): a slot for the MD of each record that spans its read's length (classify_records
+    writes the all-M alignment's MD there): up to d mismatches, each after a number of at most the read
+    length's digits, and the trailing number; no room for the others."""
+    read, read_start, start, end, d = rec[1], rec[2], rec[3], rec[4], rec[5]
+    L = read_start[read + 1] - read_start[read]
+    digits = np.ones(len(L), dtype=np.int64)
+    power = 10
+    while len(L) and power <= L.max():
+        digits += L >= power
+        power *= 10
+    room = np.where(end - start == L, (d + 1) * (digits + 1), 0)
+    md_at = np.r_[0, np.cumsum(room)].astype(np.int64)
+    return np.empty(max(int(md_at[-1]), 1), dtype=np.uint8), md_at
 
 
 def _align_gapped(launch, gapped, codes, rec, genome):
