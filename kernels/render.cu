@@ -225,24 +225,31 @@ extern "C" __global__ void align_gapped(const uint8_t *codes, const long long *r
     uint8_t *span = scratch + scratch_at[t];  // span[q]: the letter at j - 1 = q - d - 1
     const int C = B + 1;
     uint8_t *D = span + L + 2 * d + 1, *ops = D + (L + 1) * C;
-    for (long long q = 0; q < L + 2 * d + 1; q++)
-        span[q] = q - d - 1 >= 0 && q - d - 1 < W ? genome[g + q - d - 1] : (uint8_t)CODE_N;
+    const long long shown = W < L + d ? W : L + d;  // span letters the band reaches (W <= L + d anyway)
+    memset(span, CODE_N, d + 1);
+    memcpy(span + d + 1, genome + g, shown);
+    memset(span + d + 1 + shown, CODE_N, L + d - shown);
     const int delta = (int)(W - L), slack = (d - (delta < 0 ? -delta : delta)) / 2;
     const int lo = d + (delta < 0 ? delta : 0) - slack, hi = d + (delta > 0 ? delta : 0) + slack;  // in b
     for (int b = lo; b <= hi; b++)
         D[b] = b - d >= 0 && b - d <= W ? (uint8_t)(b - d) : (uint8_t)CAP;
-    for (long long i = 0; i <= L; i++)
-        D[i * C + hi + 1] = CAP;  // the insertion step into diagonal hi comes from outside
+    D[hi + 1] = CAP;  // in every row: the insertion step into diagonal hi comes from outside
     for (long long i = 1; i <= L; i++) {
-        const uint8_t *up = D + (i - 1) * C, xi = x[i - 1], xn = xi == CODE_N, *y = span + i;  // y[b]: (i, b)'s j - 1
+        const uint8_t *up = D + (i - 1) * C, xi = x[i - 1], *y = span + i;  // y[b]: (i, b)'s j - 1
+        const unsigned xn = xi == CODE_N;
         uint8_t *row = D + i * C;
-        unsigned left = CAP;  // the cell before, for the deletion step
+        unsigned left = CAP, u = up[lo];  // the cell before (deletion step); the cell above (diagonal step)
         for (int b = lo; b <= hi; b++) {
-            const unsigned diag = up[b] + ((xi != y[b]) | xn), ins = up[b + 1] + 1u;
-            unsigned v = diag < ins ? diag : ins;
+            const unsigned above_right = up[b + 1];
+            unsigned v = u + ((xi != y[b]) | xn);
+            v = above_right + 1 < v ? above_right + 1 : v;
             v = left + 1 < v ? left + 1 : v;
-            row[b] = (uint8_t)(left = v < CAP ? v : CAP);
+            v = v < CAP ? v : CAP;
+            row[b] = (uint8_t)v;
+            left = v;
+            u = above_right;
         }
+        row[hi + 1] = CAP;
     }
     long long i = L, b = W - L + d, n_ops = 0;
     const long long steps = L + d;
