@@ -53,7 +53,8 @@ def best_of(repeat, call):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--genome", default=str(ROOT.parent / "shared" / "data" / "genomes" / "human_GRCh37_chr20.fa.gz"))
+    shared = Path(os.environ.get("GKMAP_SHARED_DATA") or ROOT.parent / "shared" / "data")  # as tests/conftest.py
+    p.add_argument("--genome", default=str(shared / "genomes" / "human_GRCh37_chr20.fa.gz"))
     p.add_argument("--index-dir", help="index folder (default: a cache folder per genome, built when absent)")
     p.add_argument("--reads", type=int, default=1_000_000)
     p.add_argument("--length", type=int, default=100)
