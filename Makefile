@@ -1,6 +1,6 @@
 # gkmap: two commands set up a fresh machine.
 #   make demo   create .venv, install gkmap, index the demo genome and map the demo reads
-#   make test   the same set-up, the oracle tools (samtools, jellyfish), then the test suite
+#   make test   the same set-up, the oracle tools (samtools, jellyfish, Picard), then the test suite
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
@@ -19,12 +19,14 @@ $(VENV)/.installed: setup.cfg pyproject.toml
 
 # Oracle tools are hard requirements of the test suite (CONVENTIONS.md), and g++ runs the kernels as host
 # C++ in CI (tests/host_cuda.py): install them from Debian when absent.
+# Picard (ValidateSamFile) comes as Debian's picard-tools, without its recommended extras (R, gfortran).
 tools:
-	@for t in samtools jellyfish g++; do command -v $$t >/dev/null || missing="$$missing $$t"; done; \
+	@for t in samtools jellyfish g++ PicardCommandLine:picard-tools; do \
+	  command -v $${t%%:*} >/dev/null || missing="$$missing $${t##*:}"; done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing$$missing from Debian"; \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq $$missing >/dev/null; \
+	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
 	fi
 
 demo: venv

@@ -8,7 +8,6 @@ compressed files are then checked as a user would: quickcheck, `view -h` equal t
 """
 import gzip
 import os
-import shutil
 import subprocess
 
 import pytest
@@ -183,11 +182,9 @@ def test_bgzf_framing(edge_sam, tmp_path):
 
 def test_picard_validates(gkmap_sams, tmp_path):
     """Picard's ValidateSamFile (Debian picard-tools) finds nothing wrong with the BAM and the sorted BAM of
-    gkmap runs whose read group has a platform (single-end and paired-end: mates checked); skipped only
-    where Picard is not installed."""
-    picard = shutil.which("PicardCommandLine")
-    if picard is None:
-        pytest.skip("Picard (Debian picard-tools) is not installed")
+    gkmap runs whose read group has a platform (single-end and paired-end: mates checked). Picard is an
+    oracle tool: `make test` installs it, and a missing one fails the test."""
+    picard = need_tool("PicardCommandLine")
     for name in ("measles", "measles_pe"):
         for sort in (False, True):
             out = tmp_path / f"{name}{'.sorted' if sort else ''}.bam"

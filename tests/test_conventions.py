@@ -2,11 +2,10 @@
 the header (@HD, @RG, @PG with its command line escaped, @CO), reads on standard input ('-', plain and
 gzipped FASTQ, FASTA), MAPQ and the tags NM/MD/AS/XS/NH/HI checked against the records themselves (all loci
 are written, so a read's records give its best and second-best distances), --best's FLAG 256, and the help
-text. samtools reads every output; Picard ValidateSamFile too when it is installed (Debian picard-tools).
+text. samtools reads every output; Picard ValidateSamFile too (Debian picard-tools, installed by `make test`).
 """
 import gzip
 import re
-import shutil
 import subprocess
 import sys
 from collections import defaultdict
@@ -49,10 +48,9 @@ def samtools_agrees(path):
 
 
 def picard_validates(path, *ignore):
-    """Picard ValidateSamFile (when installed): no error. Warnings: only those in `ignore` may appear."""
-    picard = shutil.which("PicardCommandLine") or shutil.which("picard")
-    if picard is None:
-        return None
+    """Picard ValidateSamFile (an oracle tool, installed by `make test`): no error. Warnings: only those in
+    `ignore` may appear."""
+    picard = need_tool("PicardCommandLine")
     done = subprocess.run([picard, "ValidateSamFile", f"I={path}", "MODE=SUMMARY"], capture_output=True, text=True)
     report = done.stdout + done.stderr
     histogram = re.findall(r"^(ERROR|WARNING):([A-Z_]+)\t\d+$", report, re.MULTILINE)   # MODE=SUMMARY's table
