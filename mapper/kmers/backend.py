@@ -201,7 +201,7 @@ class CpuBackend:
             weights = np.concatenate([np.ones(keys_b.shape[1], dtype=np.uint64) if w is None
                                       else w[bounds[b]:bounds[b + 1]]
                                       for (keys_b, _), (_, bounds, w) in zip(parts, pieces)])
-        return sort_count(keys, weights)
+        return sort_count(keys, weights, own=True)  # the concatenation is this task's own
 
     def reduce(self):
         while self.parsing:

@@ -38,8 +38,11 @@ def _order(keys):
     return order
 
 
-def _sort(keys, weights):
+def _sort(keys, weights, own):
     if keys.shape[0] == 1 and weights is None:
+        if own:
+            keys.sort(axis=1)
+            return keys, None
         return np.sort(keys, axis=1), None
     order = _order(keys)
     return np.take(keys, order, axis=1), (None if weights is None else weights[order])
@@ -55,9 +58,10 @@ def run_starts(sorted_keys):
     return np.flatnonzero(differs)
 
 
-def sort_count(keys, weights=None):
-    """(distinct keys uint64 [C, u] sorted, counts uint64 [u]); see the module docstring."""
-    keys, weights = _sort(keys, weights)
+def sort_count(keys, weights=None, own=False):
+    """(distinct keys uint64 [C, u] sorted, counts uint64 [u]); see the module docstring. `own`: the caller
+    lets keys be sorted in place (one copy of the bin's keys fewer)."""
+    keys, weights = _sort(keys, weights, own)
     starts = run_starts(keys)
     if weights is None:
         counts = np.empty(len(starts), dtype=np.uint64)
