@@ -61,7 +61,7 @@ import tempfile
 import time
 import uuid
 from collections import Counter as Tally, deque
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -72,7 +72,7 @@ from mapper.index import load_index, open_index, read_meta
 from mapper.jobs import job_for
 from mapper.outputs import BackgroundWriter
 from mapper.paired import PairCounters
-from mapper.pipeline import Counters, count_batch, progress_bar
+from mapper.pipeline import Counters, add_ints, count_batch, progress_bar
 from mapper.read_blocks import FastqBlocks, Unsure, read_chunks
 from mapper.reads import _UPPER, ReadBatch, _detect_format_from_name, prefetch, read_batches, with_codes
 from mapper.render import MAX_WORKERS, HostWorkers, SpilledText
@@ -469,13 +469,6 @@ class OrderedWriter:
             self.written += 1
 
 
-def add_counts(total, part):
-    """Add one chunk's counts (the int fields of its Counters or PairCounters) to the run's."""
-    for f in fields(part):
-        if f.type is int:
-            setattr(total, f.name, getattr(total, f.name) + getattr(part, f.name))
-
-
 def chunk_of(key, token):
     """The chunk index of one of this run's task keys (`<token>-[<step>-]<chunk>`), or None for any other key."""
     return int(key.rsplit("-", 1)[1]) if isinstance(key, str) and key.startswith(token + "-") else None
@@ -776,12 +769,9 @@ def map_distributed(opts):
             account(result)
 
         def account(result):
-            add_counts(counters, result.counters)
-            counters.seeding.add(result.counters.seeding)
-            for stage, seconds in result.counters.times.items():  # per-stage seconds add up over workers
-                counters.times[stage] += seconds
+            counters.merge(result.counters)
             if pairs is not None:
-                add_counts(pairs, result.pairs)
+                add_ints(pairs, result.pairs)
             tally.per_worker[result.worker] += 1
             tally.times.setdefault(result.worker, Tally()).update(result.counters.times)
             tally.stages.add(result.counters.stages)

@@ -14,8 +14,9 @@ the same steps whatever the job is:
     tally(counters)         the run's count object (Counters, or PairCounters around them)
     report(tally)           log the run summary
 
-Single-end jobs render in render processes (render.HostWorkers: the runner asks `renderer`), paired jobs
-inline (`render`), so a runner that asks every job for its `renderer` serves both.
+Both jobs render in render processes (render.HostWorkers: the runner asks `renderer`; single-end batches
+as files, paired-end batches through `submit_call`), or inline where processes do not pay; `render` is the
+same work in the calling thread (a Dask task, the API).
 """
 import io
 import itertools
@@ -25,7 +26,7 @@ from dataclasses import dataclass
 from mapper.neighbourhood.mapping import open_neighbourhood
 from mapper.options import PAIRED
 from mapper.paired import (PairCounters, PairSettings, confident_tlens, find_mates, insert_size, pair_batch,
-                           read_pairs, side_paths)
+                           read_pairs, render_pairs, side_paths)
 from mapper.pipeline import count_batch, find_mappings, open_mapping
 from mapper.reads import prefetch, read_batches, with_codes
 from mapper.render import HostWorkers, render
@@ -177,7 +178,13 @@ class PairedEndJob(_Job):
         return {"sam": sam, "oea": oea, "divet": divet}
 
     def renderer(self, tally, workers, pool=None):
-        return _InlineRenderer(self, tally)
+        """Render processes for the pairs (render.HostWorkers.submit_call of paired.render_pairs), as the
+        single-end batches get them; inline with one worker or a short input."""
+        opts = self.opts
+        host = HostWorkers(workers, opts.batch_size, self.index.reference, opts.best, opts.max_records, False,
+                           opts.read_group_id)
+        host.adopt(pool)
+        return _PairRenderer(host, self, tally)
 
     def report(self, tally):
         tally.insert = (self.settings.lo, self.settings.hi)
@@ -186,23 +193,27 @@ class PairedEndJob(_Job):
         return tally
 
 
-class _InlineRenderer:
-    """A job's own `render`, in the calling thread, behind the runner's submit / ready interface."""
+class _PairRenderer:
+    """Pairs rendered by paired.render_pairs in render processes, behind the runner's submit / ready
+    interface; each batch's counts are merged into the tally as it comes back."""
 
-    def __init__(self, job, tally):
-        self.job, self.tally, self._done = job, tally, []
+    def __init__(self, host, job, tally):
+        self.host, self.job, self.tally = host, job, tally
 
     def submit(self, mapped):
-        self._done.append((len(mapped.r1), [self.job.render(mapped, self.tally)]))
+        n = len(mapped.r1)
+        self.host.submit_call(n, n, render_pairs, self.job.settings, mapped)  # settled before the first submit
 
     def ready(self, block=False):
-        done, self._done = self._done, []
-        yield from done
+        for units, [(texts, counts)] in self.host.ready(block):
+            self.tally.merge(counts)
+            yield units, [texts]
 
     def __enter__(self):
         return self
 
     def __exit__(self, *exc):
+        self.host.close()
         return False
 
 

@@ -29,7 +29,7 @@ from mapper.divet import divet_text, mapping_probabilities, mean_qualities
 from mapper.errors import InputError, UsageError
 from mapper.insert_size import ESTIMATE_PAIRS, ESTIMATE_SCAN, insert_range
 from mapper.options import PAIRED
-from mapper.pipeline import Counters, find_loci
+from mapper.pipeline import Counters, add_ints, find_loci
 from mapper.reads import read_batches
 from mapper.sam import read_scores
 from mapper.sam_pairs import Rows, mate_lines
@@ -69,6 +69,11 @@ class PairCounters:
         self.pairs += len(classes)
         for name, count in zip(self.CLASSES, np.bincount(classes, minlength=4)):
             setattr(self, name, getattr(self, name) + int(count))
+
+    def merge(self, part):
+        """Add another PairCounters' counts, its mates' included (a render process's, a chunk's)."""
+        add_ints(self, part)
+        self.mates.merge(part.mates)
 
     def summary(self):
         return (f"{self.pairs} read pairs: {self.concordant} concordant, {self.discordant} discordant "
@@ -370,3 +375,11 @@ def insert_size(batches, orientation, given):
     log.info("insert size from the first %d uniquely mapped %s pairs: TLEN quartiles %.0f, %.0f, %.0f; "
              "concordant pairs have %d <= TLEN <= %d", len(tlens), orientation, q1, median, q3, lo, hi)
     return lo, hi, seen
+
+
+def render_pairs(reference, settings, mapped):
+    """({sink name: text}, the PairCounters of this batch) of one MappedPairs: `pair_batch` where it can run
+    in a render process (render.HostWorkers.submit_call), its counts returned rather than added."""
+    pairs = PairCounters(Counters())
+    sam, oea, divet = pair_batch(mapped, reference, settings, pairs.mates, pairs)
+    return {"sam": sam, "oea": oea, "divet": divet}, pairs

@@ -14,7 +14,7 @@ import contextlib
 import logging
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 from tqdm import tqdm
@@ -64,6 +64,13 @@ class Counters:
                 return
             yield item
 
+    def merge(self, part):
+        """Add the counts and per-stage seconds of `part` (a batch's, chunk's or render process's Counters)."""
+        add_ints(self, part)
+        self.seeding.add(part.seeding)
+        for stage, seconds in part.times.items():  # per-stage seconds add up over processes
+            self.times[stage] = self.times.get(stage, 0.0) + seconds
+
     def summary(self):
         s = self.seeding
         rate = self.reads / self.seconds if self.seconds else 0.0
@@ -72,6 +79,13 @@ class Counters:
                 f"diagonals, {s.adjacent} after the adjacency filter), {self.filtered_out} filtered out, "
                 f"{self.verified} verified; {self.seconds:.2f} s, {rate:,.0f} reads/s ({self.stages}); seconds per "
                 f"stage: " + ", ".join(f"{k} {v:.2f}" for k, v in self.times.items()))
+
+
+def add_ints(total, part):
+    """Add the int fields of a counts dataclass (Counters, PairCounters) to another's."""
+    for f in fields(part):
+        if f.type is int:
+            setattr(total, f.name, getattr(total, f.name) + getattr(part, f.name))
 
 
 def per_read_e(batch, fixed_e, reads_path):

@@ -280,6 +280,11 @@ def _render_job(reference, path, layout, first, a, b, options, folder):
     return done
 
 
+def _call_job(reference, function, args):
+    """A submit_call job: `function` run against the reference files of folder `reference`."""
+    return function(_worker_reference(reference), *args)
+
+
 _SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
 PARENT_POLL_S = 0.5  # how often a worker checks that the main process is still there
 
@@ -385,6 +390,21 @@ class HostWorkers:
                        for a, b in _slice_bounds(len(batch), self.workers)]
         self._pending.append((batch, path, futures))
 
+    def submit_call(self, key, size, function, *args):
+        """Run `function(reference, *args)` (a module-level function, pickled by name; `reference` the run's,
+        shared as for the batches) in a render process: `ready` yields (key, [its value]) in submission order
+        with the batches. Inline where `submit` would render inline (`size`: the work's reads). What other
+        jobs render (paired-end pairs: paired.render_pairs) gets the processes this way."""
+        if self._tmp is None and self._pool is None and (
+                self.workers == 1 or size < self.batch_size or multiprocessing.current_process().daemon):
+            self._pending.append((key, None, [function(self.reference, *args)]))
+            return
+        if self._tmp is None:
+            self._start()
+        with _signals_blocked():
+            future = self._pool.submit(_call_job, self._tmp.name, function, args)
+        self._pending.append((key, "", [future]))
+
     def render_now(self, batch, rows, maps):
         """One batch rendered (by the processes when there are), as one Rendered with str texts: for callers
         that map batch by batch, such as a cluster worker's chunk task."""
@@ -408,7 +428,8 @@ class HostWorkers:
                 yield batch, jobs
                 continue
             results = [f.result() for f in jobs]
-            os.unlink(path)
+            if path:  # a batch file ("" for a submit_call)
+                os.unlink(path)
             yield batch, results
 
     def close(self):

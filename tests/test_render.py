@@ -6,7 +6,7 @@ import multiprocessing
 import numpy as np
 import pytest
 
-from conftest import READS, SHIGELLA
+from conftest import MEASLES, MEASLES_PAIR, READS, SHIGELLA
 from mapper.backends.cpu import CpuBackend
 from mapper.index import load_index
 from mapper.pipeline import Counters, find_mappings
@@ -67,3 +67,22 @@ def test_map_with_early_processes_equals_inline(tmp_path, monkeypatch, index_dir
                              output=str(out), batch_size=3000, threads=1 + 2 * early, quiet=True))
         sams[early] = [line for line in out.read_text().splitlines() if not line.startswith("@PG")]
     assert sams[True] == sams[False] and len(sams[True]) > 20000
+
+
+def test_paired_end_pairs_in_render_processes_equal_inline(tmp_path, index_dir):
+    """Read pairs rendered by render processes (HostWorkers.submit_call of paired.render_pairs: several
+    batches, 3 processes) write the outputs and counts of pairs rendered inline, byte for byte after @PG."""
+    from mapper.options import MapOptions
+    from mapper.runners import map_reads
+    outputs, summaries = [], []
+    for threads, batch in ((1, 100_000), (3, 200)):
+        out = tmp_path / f"t{threads}" / "o.sam"
+        out.parent.mkdir()
+        tally = map_reads(MapOptions(str(MEASLES), str(MEASLES_PAIR[0]), reads2=str(MEASLES_PAIR[1]), paired="pe",
+                                     device="cpu", index_dir=str(index_dir(MEASLES)), output=str(out), quiet=True,
+                                     threads=threads, batch_size=batch))
+        outputs.append([[line for line in (out.parent / name).read_text().splitlines() if not line.startswith("@PG")]
+                        for name in ("o.sam", "o_OEA.sam", "o_DIVET.vh")])
+        summaries.append((tally.summary(), tally.mates.records, tally.mates.loci))
+    assert outputs[0] == outputs[1] and len(outputs[0][0]) > 2000
+    assert summaries[0] == summaries[1]
