@@ -69,10 +69,12 @@ class KmerCounter:
         self.spilled = []
         self.stats = CountStats()
 
+    def _held_bytes(self):
+        return self.run_bytes * sum(len(run) for run in self.held)
+
     def _room(self):
         """k-mers the buffer may hold next to the held runs."""
-        held = self.run_bytes * sum(len(run) for run in self.held)
-        return max(MIN_CAPACITY, (self.memory - held) // self.per_kmer)
+        return max(MIN_CAPACITY, (self.memory - self._held_bytes()) // self.per_kmer)
 
     def add_files(self, paths):
         start = time.perf_counter()
@@ -84,7 +86,7 @@ class KmerCounter:
                     self.backend.keep(run)
                     continue
                 self.held.append(run)
-                if 4 * self._room() < self.capacity:
+                if 4 * self._held_bytes() > 3 * self.memory:  # the buffer would get under a quarter
                     for held in self.held:
                         self._spill(held)
                     self.held = []
