@@ -113,7 +113,18 @@ class SingleEndJob(_Job):
         return _BatchRenderer(host, tally)
 
 
-class _BatchRenderer:
+class _Rendering:
+    """A renderer over render.HostWorkers (`host`): the processes end with the run's `with` block."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.host.close()
+        return False
+
+
+class _BatchRenderer(_Rendering):
     """HostWorkers as a runner sees a renderer: submit(mapped); ready(block) yields (units, [texts]) in
     input order, the counts added to the tally."""
 
@@ -131,13 +142,6 @@ class _BatchRenderer:
                 count_batch(self.tally, part)
                 texts.append({"sam": part.sam, "unmapped": part.unmapped})
             yield len(batch), texts
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.host.close()
-        return False
 
 
 class PairedEndJob(_Job):
@@ -193,7 +197,7 @@ class PairedEndJob(_Job):
         return tally
 
 
-class _PairRenderer:
+class _PairRenderer(_Rendering):
     """Pairs rendered by paired.render_pairs in render processes, behind the runner's submit / ready
     interface; each batch's counts are merged into the tally as it comes back."""
 
@@ -208,13 +212,6 @@ class _PairRenderer:
         for units, [(texts, counts)] in self.host.ready(block):
             self.tally.merge(counts)
             yield units, [texts]
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.host.close()
-        return False
 
 
 def job_for(opts):
