@@ -280,6 +280,9 @@ def prefetch(batches, depth=2):
             put((done, None))
         except BaseException as error:  # handed to the consumer, which re-raises it in its own thread
             put((done, error))
+        finally:
+            if hasattr(batches, "close"):  # a generator's files close now, in the thread that ran it
+                batches.close()
 
     def consume():
         try:

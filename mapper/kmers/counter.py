@@ -30,8 +30,9 @@ from mapper.kmers import store
 from mapper.kmers.backend import CpuBackend
 from mapper.kmers.encode import KmerLayout
 from mapper.kmers.merge import merge_runs
-from mapper.kmers.reading import blocks, prefetched
+from mapper.kmers.reading import blocks
 from mapper.outputs import atomic_path, remove_stale, temp_prefix
+from mapper.reads import prefetch
 
 log = logging.getLogger("gkmap")
 
@@ -78,7 +79,7 @@ class KmerCounter:
 
     def add_files(self, paths):
         start = time.perf_counter()
-        for block in prefetched(blocks(paths, self.block_bytes)):
+        for block in prefetch(blocks(paths, self.block_bytes)):
             self.backend.add(block)
             if self.backend.buffered >= self._room() and self.backend.settle() >= self._room():
                 run = self.backend.reduce()

@@ -23,8 +23,6 @@ k-mers (as for jellyfish).
 """
 import io
 import os
-import queue
-import threading
 from dataclasses import dataclass
 
 import dnaio
@@ -208,44 +206,3 @@ def blocks(paths, block_bytes):
             raise stream_error(path, e) from None
         if head:
             yield from _record_blocks(path, block_bytes)
-
-
-def prefetched(items, depth=2):
-    """Yield the items of the iterator `items`, produced by a thread up to `depth` items ahead, so that
-    reading (and decompressing) the next block overlaps the work on this one; its errors are raised here.
-    Stopping early (an error downstream) stops the thread and closes `items`."""
-    ahead, stop = queue.Queue(depth), threading.Event()
-
-    def put(entry):
-        while not stop.is_set():
-            try:
-                ahead.put(entry, timeout=0.05)
-                return True
-            except queue.Full:
-                continue
-        return False
-
-    def produce():
-        try:
-            for item in items:
-                if not put((True, item)):
-                    return
-            put((False, None))
-        except BaseException as error:  # handed to the consumer, which raises it
-            put((False, error))
-        finally:
-            items.close()
-
-    thread = threading.Thread(target=produce, name="gkmap-kmers-reader", daemon=True)
-    thread.start()
-    try:
-        while True:
-            more, item = ahead.get()
-            if not more:
-                if item is not None:
-                    raise item
-                return
-            yield item
-    finally:
-        stop.set()
-        thread.join()
