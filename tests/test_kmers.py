@@ -12,6 +12,7 @@ import subprocess
 import numpy as np
 import pytest
 
+from kmer_reads import user_fastq
 from mapper.cli import main
 from mapper.kmers import KmerTable
 
@@ -125,19 +126,7 @@ def check_against_jellyfish(jellyfish, inputs, k, canonical, folder, *options):
 def user_reads(tmp_path_factory):
     """Reads as users give them: 100 bp reads of a 5 kb genome, a fifth N-rich (20 Ns), a seventh lower case,
     and one read 12,000 times over (k-mers counted above 10,000); plain FASTQ and the same gzipped."""
-    rng = np.random.default_rng(12)
-    genome = rng.choice(np.frombuffer(b"ACGT", dtype=np.uint8), 5000)
-    reads = []
-    for i in range(3000):
-        start = int(rng.integers(0, len(genome) - 100))
-        seq = genome[start:start + 100].copy()
-        if i % 5 == 0:
-            seq[rng.integers(0, 100, 20)] = ord("N")
-        if i % 7 == 0:
-            seq |= 0x20
-        reads.append(seq.tobytes())
-    reads += [genome[:100].tobytes()] * 12000
-    text = b"".join(b"@r%d\n%s\n+\n%s\n" % (i, seq, b"I" * len(seq)) for i, seq in enumerate(reads))
+    text = user_fastq(12, 5000, 3000, 100, n_every=5, n_count=20, lower_every=7, lower_upto=100, qual=b"I")
     folder = tmp_path_factory.mktemp("user_reads")
     (folder / "reads.fq").write_bytes(text)
     (folder / "reads.fq.gz").write_bytes(gzip.compress(text, compresslevel=1))

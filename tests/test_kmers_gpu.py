@@ -11,6 +11,7 @@ import pytest
 
 from conftest import SHIGELLA
 from mapper.device import cuda_available
+from kmer_reads import user_fastq
 from mapper.cli import main
 from mapper.kmers.count import sort_count
 
@@ -100,11 +101,16 @@ def shigella_genome(tmp_path_factory):
 @pytest.mark.parametrize("memory", ["2", "0.02"], ids=["in-memory", "spilling"])
 def test_cuda_genome_table_is_byte_identical_to_cpu(shigella_genome, tmp_path, k, canonical, memory):
     """FASTA text parsed on the device in blocks (several blocks and spilled runs with the small budget)."""
+    assert_cpu_equals_cuda(shigella_genome, tmp_path, k, canonical, memory)
+
+
+def assert_cpu_equals_cuda(inputs, tmp_path, k, canonical, memory):
+    """`gkmap kmers count` writes the same table on both backends."""
     tables = {}
     for device in ("cpu", "cuda"):
         tables[device] = tmp_path / f"{device}.kmers"
         args = ["kmers", "count", "--quiet", "--device", device, "-k", str(k), "--memory", memory,
-                "-o", str(tables[device]), *map(str, shigella_genome)]
+                "-o", str(tables[device]), *map(str, inputs)]
         assert main(args + (["--canonical"] if canonical else [])) == 0
     assert tables["cpu"].read_bytes() == tables["cuda"].read_bytes()
 
@@ -113,19 +119,7 @@ def test_cuda_genome_table_is_byte_identical_to_cpu(shigella_genome, tmp_path, k
 def odd_reads(tmp_path_factory):
     """FASTQ reads the GPU parses (N-rich, lower case, a read 12,000 times: counts above 10,000), gzipped,
     and the same with CRLF line ends (blocks the GPU hands back to the host)."""
-    rng = np.random.default_rng(13)
-    genome = rng.choice(np.frombuffer(b"ACGT", dtype=np.uint8), 3000)
-    reads = []
-    for i in range(4000):
-        start = int(rng.integers(0, len(genome) - 150))
-        seq = genome[start:start + 150].copy()
-        if i % 3 == 0:
-            seq[rng.integers(0, 150, 30)] = ord("N")
-        if i % 4 == 0:
-            seq[:70] |= 0x20
-        reads.append(seq.tobytes())
-    reads += [genome[:150].tobytes()] * 12000
-    text = b"".join(b"@r%d\n%s\n+\n%s\n" % (i, seq, b"#" * len(seq)) for i, seq in enumerate(reads))
+    text = user_fastq(13, 3000, 4000, 150, n_every=3, n_count=30, lower_every=4, lower_upto=70, qual=b"#")
     folder = tmp_path_factory.mktemp("odd_reads")
     (folder / "reads.fq.gz").write_bytes(gzip.compress(text, compresslevel=1))
     (folder / "crlf.fq").write_bytes(text.replace(b"\n", b"\r\n"))
@@ -137,13 +131,7 @@ def odd_reads(tmp_path_factory):
 @pytest.mark.parametrize("memory", ["2", "0.005"], ids=["in-memory", "held-or-spilled"])
 def test_cuda_fastq_table_is_byte_identical_to_cpu(odd_reads, tmp_path, k, canonical, memory):
     """FASTQ parsed on the device (gzip input; CRLF blocks parsed on the host): the cpu backend's table."""
-    tables = {}
-    for device in ("cpu", "cuda"):
-        tables[device] = tmp_path / f"{device}.kmers"
-        args = ["kmers", "count", "--quiet", "--device", device, "-k", str(k), "--memory", memory,
-                "-o", str(tables[device]), *map(str, odd_reads)]
-        assert main(args + (["--canonical"] if canonical else [])) == 0
-    assert tables["cpu"].read_bytes() == tables["cuda"].read_bytes()
+    assert_cpu_equals_cuda(odd_reads, tmp_path, k, canonical, memory)
 
 
 @pytest.mark.skipif(cuda_available(), reason="checks the message given where there is no GPU")
