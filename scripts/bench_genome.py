@@ -25,11 +25,14 @@ For each recipe (`human`: chr20 copies with a SINE family, microsatellites and c
    --razers-pathological of them (off by default: razers3 may take minutes on them at genome scale).
 Stage seconds are wall seconds except align and output, which are CPU seconds summed over the -t render
 processes (the run summary's convention). The report is printed as Markdown tables.
-Run time at 3.1 Gbp on one H100 host, estimated from issue 17's figures at 0faf558: per recipe ~75 s for
-proxy and reads (skipped when --work holds them), ~85 s index build, ~40 s per run of 1M reads, ~100 s for
-1,000 pathological reads, razers3 ~94 reads/s (20,000 reads: 3.5 min). A 10-minute slot holds one recipe.
-The index and SAM files of a recipe are removed once it is measured (a 3.1 Gbp proxy needs ~13 GB of
-index and ~5 GB per SAM of 1M reads), the proxies only with a temporary work folder.
+Run time at 3.1 Gbp on one H100 host: `copies48` (issue 17's figures at 0faf558) ~75 s for proxy and
+reads, ~85 s index build, ~40 s per run of 1M reads, ~100 s for 1,000 pathological reads, razers3 ~94
+reads/s. `human` as measured at 65afb8e: proxy 59.6 s, index 88.3 s, but mapping runs at about 700 reads/s
+(its SINE-family reads have ~67 loci each): use --reads 50000 or fewer for it. A call too short for a whole
+recipe can be split on one machine: a first call with --work DIR --keep-index builds the proxy and the index
+(reused by the next call with the same settings: the index row is the first call's) and every map run is
+printed as it ends. Otherwise the index and SAM files of a recipe are removed once it is measured (a 3.1 Gbp
+proxy needs ~13 GB of index and ~5 GB per SAM of 1M reads), the proxies only with a temporary work folder.
 """
 import argparse
 import bisect
@@ -120,6 +123,8 @@ def map_run(label, genome, reads, sam, args, budget=None):
     seconds, stderr, host, gpu = measured(gkmap("map", "-e", args.e, "--device", args.device, "-t", args.threads,
                                                 *extra, "-o", sam, genome, reads))
     s = summary_numbers(stderr)
+    print(f"{label}: {seconds:.1f} s; {next((l for l in stderr.splitlines() if 'seconds per stage:' in l), '')}",
+          file=sys.stderr, flush=True)  # each run as it ends: a call cut short still shows the runs it made
     n = s.get("reads", 0)
     per = lambda key: f"{s[key] / n:,.1f}" if key in s and n else "?"
     load = s["stages"].get("load", 0.0)
@@ -190,6 +195,7 @@ def proxy_files(work, recipe, args):
     t = time.perf_counter()
     genome_proxy.build(fa, args.gbp, recipe, 11, args.reads, args.length, reads, args.pathological, patho)
     stamp.write_text(json.dumps(settings))
+    fa.with_suffix(".index.json").unlink(missing_ok=True)  # a new proxy: its index is built again
     return fa, reads, patho, f"{time.perf_counter() - t:.1f} s"
 
 
@@ -198,16 +204,20 @@ def bench_recipe(recipe, work, args, index_rows, map_rows):
     size = fa.stat().st_size
     print(f"{recipe}: proxy {size / 1e9:.2f} GB of FASTA ({built}), {args.reads:,} reads, "
           f"{args.pathological:,} pathological", file=sys.stderr, flush=True)
-    index = Path(f"{fa}.gkx")
-    shutil.rmtree(index, ignore_errors=True)
-    seconds, _, host, gpu = measured(gkmap("index", "--device", args.device, fa))
-    on_disk = sum(p.stat().st_size for p in index.rglob("*") if p.is_file())
-    bases = sum(n for _, n in fasta_lengths(fa))
-    index_rows.append(dict(proxy=recipe, bases=f"{bases / 1e9:.3f} G", generated=built, build_s=f"{seconds:.1f}",
-                           rss=f"{gib(host.main)} / {gib(host.tree)}",
-                           gpu=str(gpu) if args.device == "cuda" else "-", size=f"{on_disk / 1e9:.2f} GB",
-                           per_base=f"{on_disk / bases:.2f}"))
-    print(f"{recipe}: indexed in {seconds:.1f} s", file=sys.stderr, flush=True)
+    index, built_row = Path(f"{fa}.gkx"), fa.with_suffix(".index.json")
+    if built == "reused" and built_row.exists() and (index / "meta.json").exists():
+        row = json.loads(built_row.read_text())   # built by an earlier call with --work: measured then
+    else:
+        shutil.rmtree(index, ignore_errors=True)
+        seconds, _, host, gpu = measured(gkmap("index", "--device", args.device, fa))
+        on_disk = sum(p.stat().st_size for p in index.rglob("*") if p.is_file())
+        bases = sum(n for _, n in fasta_lengths(fa))
+        row = dict(proxy=recipe, bases=f"{bases / 1e9:.3f} G", generated=built, build_s=f"{seconds:.1f}",
+                   rss=f"{gib(host.main)} / {gib(host.tree)}", gpu=str(gpu) if args.device == "cuda" else "-",
+                   size=f"{on_disk / 1e9:.2f} GB", per_base=f"{on_disk / bases:.2f}")
+        built_row.write_text(json.dumps(row))
+    index_rows.append(row)
+    print(f"{recipe}: indexed in {row['build_s']} s", file=sys.stderr, flush=True)
     sam = work / f"{recipe}.sam"
     rows = [map_run(f"{recipe} reads", fa, reads, sam, args)]
     for budget in args.gpu_memory:
@@ -227,7 +237,9 @@ def bench_recipe(recipe, work, args, index_rows, map_rows):
                                             sam, work, args)
             rows.append(row)
         sam.unlink()
-    shutil.rmtree(index)
+    if not args.keep_index:
+        shutil.rmtree(index)
+        built_row.unlink(missing_ok=True)
     map_rows.extend(rows)
     for row in rows:
         print(f"{row['run']}: {row['whole_rate']} reads/s whole command", file=sys.stderr, flush=True)
@@ -269,6 +281,8 @@ def main():
     p.add_argument("--razers-threads", type=int, default=16, help="razers3 -tc (more than the cores slows it down a lot)")
     p.add_argument("--razers3", default="razers3", help="the razers3 program (a machine without Debian's seqan-apps "
                    "can run a copy of /usr/lib/seqan/bin/razers3)")
+    p.add_argument("--keep-index", action="store_true",
+                   help="with --work: keep each proxy's index, so that a later call maps without building it")
     p.add_argument("--work", help="folder for proxies (kept and reused), indexes and SAM files (default: temporary)")
     args = p.parse_args()
     if (args.razers_reads or args.razers_pathological) and shutil.which(args.razers3) is None:
