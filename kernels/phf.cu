@@ -13,7 +13,7 @@
  *   LOOKUP 0  perfect hash: 3 reads of g, 1 of vslot, 1 of nbkeys, whatever the block size;
  *   LOOKUP 1  binary search of the block's sorted keys (lower bound): log2(block size) dependent reads;
  *   LOOKUP 2  list traversal: the block's keys one after the other until the key or a larger one.
- * All three return the same slot (tests/test_neighbourhood_gpu.py compares them with numpy).
+ * All three return the same slot (tests/neighbourhood/test_neighbourhood_gpu.py compares them with numpy).
  *
  * Degenerated neighbourhoods: key ^ masks[m] for the n_masks XOR masks of mapper/neighbourhood/seeding.py
  * (at most NB_ERRORS non-zero 2-bit digits): every neighbourhood within that Hamming distance, each once.

@@ -289,7 +289,7 @@ __device__ __forceinline__ long long gallop_lower(const unsigned int *positions,
  * comes from a lower list, which the tie rule merged first). The adjacency filter's look-ups keep a cursor
  * per k-mer list, moved by galloping (gallop_lower): the diagonals arrive in ascending order within a
  * contig, so each look-up starts next to its answer. Flags, margin hits and the early stop are
- * seed_place's, so the two kernels write the same bytes (tests/test_cuda_backend.py). */
+ * seed_place's, so the two kernels write the same bytes (tests/device/test_cuda_backend.py). */
 extern "C" __global__ void seed_place_rows(
     const unsigned int *__restrict__ kmer_key, const uint8_t *__restrict__ kmer_flags,
     const int *__restrict__ nk, const long long *__restrict__ kfirst, const int *__restrict__ row_e,

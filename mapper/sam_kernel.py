@@ -10,7 +10,7 @@ first pass: no Python step per record, no string object per field. The same sour
 The rules are those of mapper/align.py (CIGAR/MD: the ungapped alignment where it is optimal, else the
 banded global alignment with its traceback preference) and mapper/sam.py (the record line). That numpy
 renderer stays as the fallback where no C++ compiler is present (`available`) and as the tests' oracle:
-both must give the same text byte for byte (tests/test_render_kernel.py).
+both must give the same text byte for byte (tests/mapping/test_render_kernel.py).
 """
 import numpy as np
 

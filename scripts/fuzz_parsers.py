@@ -8,7 +8,7 @@ input saved beside the report.
 
     scripts/fuzz_parsers.py [--execs 100000] [--seed 19] [--parsers reads,fasta,pairs,index] [--out DIR]
 
-tests/test_bad_input.py runs a 5-second version of this in CI; this is the long run whose counts the
+tests/cli/test_bad_input.py runs a 5-second version of this in CI; this is the long run whose counts the
 README and closing notes quote.
 """
 import argparse

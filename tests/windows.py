@@ -1,6 +1,6 @@
 """Verification windows built to sit at distances e-1, e and e+1 from their read, and the host's answer
 for them (mapper/verify.py window_covers, itself checked against a plain dynamic programme and edlib in
-tests/test_myers_host.py): the oracle for kernels/myers.cu (on the GPU, and compiled as host C++ in CI).
+tests/device/test_myers_host.py): the oracle for kernels/myers.cu (on the GPU, and compiled as host C++ in CI).
 
 Each window is random flank + the read with k in {e-1, e, e+1} substitutions (a reference N now and then),
 plus one insertion or deletion in some windows + random flank. Generated with numpy, whole groups at once.

@@ -3,7 +3,7 @@ GPU, with the reference and the k-mer index resident in device memory for the wh
 
 Stage placement is reported in the run summary, so a silent cpu fallback cannot hide; the GateKeeper
 filter runs on the GPU through mapper/filters. The seeding kernels reproduce the numpy seeder's
-candidates and counts exactly (tests/test_cuda_mapping.py compares them). The verification kernel returns, per window, its cover (the ends taken, each with its distance and leftmost
+candidates and counts exactly (tests/device/test_cuda_mapping.py compares them). The verification kernel returns, per window, its cover (the ends taken, each with its distance and leftmost
 start: mapper/verify.py's contract), so the SAM equals the cpu backend's byte for byte. A window whose
 cover has more than MAX_ENDS ends (long tandem repeats) is redone on the host (mapper/verify.py).
 

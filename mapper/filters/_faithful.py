@@ -11,7 +11,7 @@ Every step is the one in ../shared/spec/gatekeeper-gpu.md (sections 1-7), comput
 directly in the published 1-bit layout (base k at bit 31 - k%32 of 32-bit word k/32).
 
 Two published steps are sequential loops; here they are whole-array expressions, proven equal by
-tests/test_filter_faithful.py against a literal transcription of the spec and against the published program:
+tests/filters/test_filter_faithful.py against a literal transcription of the spec and against the published program:
 - the in-word amend (a 4-bit LUT slid over the word, updated in place) fills every run of one or two 0s that has a
   1 on both sides inside the word, except a single 0 at bit 30 when bits 26..28 are all 0 (the last window, at bit
   28, sees bit 28 only after the earlier windows, which set it exactly when bit 26 or 27 is 1);

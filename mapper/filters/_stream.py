@@ -3,7 +3,7 @@ already packed in host memory.
 
 `Device` is what one thread uses of one GPU (PyCUDA): kernels compiled for its context, device buffers, pinned
 host arrays, streams, events. Pinned (page-locked) memory is what lets a copy run asynchronously, at the bus's
-speed, while the SMs work on something else. tests/test_filter_stream.py has a host twin (same methods, numpy
+speed, while the SMs work on something else. tests/filters/test_filter_stream.py has a host twin (same methods, numpy
 buffers, kernels run by tests/host_cuda.py) that runs the pipelines built on it in CI.
 
 `StreamFilter.run` filters n pairs given as arrays in host memory, word-major (CONVENTIONS.md):

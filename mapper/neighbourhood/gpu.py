@@ -2,7 +2,7 @@
 
 `ResidentIndex` uploads the index's arrays once; `lookup` runs the nb_lookup kernel (one thread per query, every
 degenerated neighbourhood: the paper's Figure 8 kernel); `DeviceSeeder.seed` is the cuda twin of
-seeding.seed: the same Candidates, in the same order, and the same SeedStats (tests/test_neighbourhood_gpu.py).
+seeding.seed: the same Candidates, in the same order, and the same SeedStats (tests/neighbourhood/test_neighbourhood_gpu.py).
 
 Seed-and-filter, per batch: sf_walk (a block per strand row, a thread per pattern) counts each row's hits;
 rows are cut into chunks whose hits fit CAPACITY keys; per chunk sf_walk again writes the candidate keys into

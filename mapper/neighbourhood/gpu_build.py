@@ -1,5 +1,5 @@
 """The neighbourhood index built on the GPU (`gkmap index --index-kind neighbourhood --device cuda`): the same
-arrays as index.build_arrays on the cpu, bit for bit (tests/test_neighbourhood_gpu.py), from kernels/phf.cu's
+arrays as index.build_arrays on the cpu, bit for bit (tests/neighbourhood/test_neighbourhood_gpu.py), from kernels/phf.cu's
 pb_* kernels.
 
 1. pb_count / pb_scatter (a thread per reference position): every indexed pattern's word nb << 32 | position

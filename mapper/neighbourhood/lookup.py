@@ -8,7 +8,7 @@ Output: slot int64 [n], the key's slot in the index (its positions are positions
   searchsorted over every slot's (block, key), which are sorted too).
 - `list`: the block's keys read one after the other until the key or a larger one: block size / 2 reads.
 
-All three give the same slots (tests/test_neighbourhood.py); they differ in how many memory reads a look-up
+All three give the same slots (tests/neighbourhood/test_neighbourhood.py); they differ in how many memory reads a look-up
 costs, which is what scripts/bench_neighbourhood.py measures on the GPU (the paper's Figure 8).
 """
 import numpy as np

@@ -4,7 +4,7 @@ reads with Ns, lower-case and IUPAC letters (SEQ keeps them, the reverse strand 
 COMPLEMENT_ASCII knows), empty and unmapped reads, reads with several records (FLAG 256, HI, MAPQ 0),
 ungapped and gapped spans (insertions, deletions, both in one read, spans of the read's length that are not
 ungapped, edit distances up to MAX_E), several contigs, FASTA input, -R, and 1 and 2 threads. Real reads:
-tests/test_render_speed_equivalence.py renders them both ways against its per-record oracle."""
+tests/mapping/test_render_speed_equivalence.py renders them both ways against its per-record oracle."""
 import edlib
 import numpy as np
 import pytest

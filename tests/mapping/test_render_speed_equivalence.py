@@ -148,7 +148,7 @@ def mapped(index_dir):
 
 
 def test_select_loci_ignores_the_order_of_mappings(mapped):
-    """The reporting rule itself is checked against exhaustive verification in tests/test_loci_rule.py;
+    """The reporting rule itself is checked against exhaustive verification in tests/mapping/test_loci_rule.py;
     here: the mappings' order (the GPU writes them in any order) never changes what is reported."""
     for reference, _, rows, maps in mapped:
         shuffled = maps.take(np.random.default_rng(1).permutation(len(maps)))

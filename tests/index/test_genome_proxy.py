@@ -5,18 +5,17 @@ come from the whole proxy with the right truth; the pathological set has every k
 (5 Mbp), a few seconds on a CPU."""
 import sys
 from collections import Counter
-from pathlib import Path
 
 import dnaio
 import edlib
 import numpy as np
 import pytest
 
+from conftest import ROOT
 from mapper.alphabet import CODE_N, COMPLEMENT, ENCODE, READ_ASCII
 from mapper.reference import read_fasta
 from mapper.simulate import parse_truth
 
-ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 import genome_proxy as gp  # noqa: E402
 

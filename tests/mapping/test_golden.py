@@ -17,20 +17,19 @@ as written.
 
 Regenerating, when the output format changes on purpose (never otherwise):
 
-    GKMAP_REGENERATE_GOLDEN=1 .venv/bin/python -m pytest -q tests/test_golden.py -k cpu
+    GKMAP_REGENERATE_GOLDEN=1 .venv/bin/python -m pytest -q tests/mapping/test_golden.py -k cpu
 
 rewrites the golden files from the cpu backend's runs and then fails, so that no run passes on files it
 has just written; review `git diff tests/data` and commit the files with the change that explains them.
 """
 import os
 import shutil
-from pathlib import Path
 
 import pytest
 
 from conftest import ROOT
 
-DATA = Path(__file__).resolve().parent / "data"
+DATA = ROOT / "tests" / "data"
 DEMO_REF = ROOT / "reference" / "measles_virus_Edmonston_K01711.1.fa"
 REGENERATE = os.environ.get("GKMAP_REGENERATE_GOLDEN") == "1"
 

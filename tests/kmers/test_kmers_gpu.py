@@ -1,8 +1,8 @@
 """The cuda backend of `gkmap kmers` (kernels/kmer_*.cu) against the cpu one, exactly.
 
-Run on the GPU machine:  .venv/bin/python -m pytest tests/test_kmers_gpu.py -q -m gpu
+Run on the GPU machine:  .venv/bin/python -m pytest tests/kmers/test_kmers_gpu.py -q -m gpu
 (skipped where there is no GPU or no pycuda; the cpu backend is itself checked against jellyfish, and
-tests/test_kmers_host_gpu.py runs the cuda backend's Python and element-wise kernels on the host).
+tests/kmers/test_kmers_host_gpu.py runs the cuda backend's Python and element-wise kernels on the host).
 """
 import gzip
 
@@ -75,7 +75,7 @@ def test_sort_count_short_keys_and_all_equal(sorter):
 @pytest.mark.parametrize("memory", ["2", "0.01"], ids=["in-memory", "spilling"])
 def test_cuda_table_is_byte_identical_to_cpu(shigella_fastq, tmp_path, k, canonical, memory):
     """The whole pipeline on the device: the table files are the same bytes (the cpu one matches jellyfish,
-    tests/test_kmers.py); with a small --memory the runs are spilled and merged with weights on the GPU."""
+    tests/kmers/test_kmers.py); with a small --memory the runs are spilled and merged with weights on the GPU."""
     tables = {}
     for device in ("cpu", "cuda"):
         tables[device] = tmp_path / f"{device}.kmers"
