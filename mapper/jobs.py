@@ -25,8 +25,8 @@ from dataclasses import dataclass
 
 from mapper.neighbourhood.mapping import open_neighbourhood
 from mapper.options import PAIRED
-from mapper.paired import (PairCounters, PairSettings, confident_tlens, find_mates, insert_size, pair_batch,
-                           read_pairs, render_pairs, side_paths)
+from mapper.paired import (PairCounters, PairSettings, confident_tlens, find_mates, insert_size, read_pairs,
+                           render_pairs, side_paths)
 from mapper.pipeline import count_batch, find_mappings, open_mapping
 from mapper.reads import prefetch, read_batches, with_codes
 from mapper.render import HostWorkers, render
@@ -178,8 +178,9 @@ class PairedEndJob(_Job):
         return PairCounters(counters)
 
     def render(self, mapped, tally):
-        sam, oea, divet = pair_batch(mapped, self.index.reference, self.settings, tally.mates, tally)
-        return {"sam": sam, "oea": oea, "divet": divet}
+        texts, counts = render_pairs(self.index.reference, self.settings, mapped)
+        tally.merge(counts)
+        return texts
 
     def renderer(self, tally, workers, pool=None):
         """Render processes for the pairs (render.HostWorkers.submit_call of paired.render_pairs), as the

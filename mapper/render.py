@@ -152,15 +152,19 @@ _MAP_FIELDS = ("row", "contig", "start", "end", "edits")
 
 @dataclass
 class SpilledText:
-    """Text a worker left in a file, to be copied to an output (`emit`) or read (`text`) once."""
+    """Text a worker left in a file, to be copied to an output (`emit`) or read (`data`, `text`) once."""
     path: str
     size: int
 
-    def text(self):
+    def data(self):
+        """The bytes, the file removed."""
         with open(self.path, "rb") as handle:
             data = handle.read()
         os.unlink(self.path)
-        return data.decode("ascii")
+        return data
+
+    def text(self):
+        return self.data().decode("ascii")
 
 
 def _spill_root():

@@ -47,13 +47,8 @@ class Format:
 
 
 def _as_bytes(text):
-    """A text (str, or a render process's file, removed once read) as bytes."""
-    if isinstance(text, str):
-        return text.encode()
-    with open(text.path, "rb") as source:
-        data = source.read()
-    os.unlink(text.path)
-    return data
+    """A text (str, or a render process's file: render.SpilledText, removed once read) as bytes."""
+    return text.encode() if isinstance(text, str) else text.data()
 
 
 class _TextSink:

@@ -2,6 +2,7 @@
 runs. Each BAM must hold exactly the records of the SAM the same run writes (`samtools view` of it equals
 the SAM's records), pass `samtools quickcheck`, and a sorted one must be `samtools sort`'s order and be
 indexable. mapper/bam.py's encoder itself is tested against samtools byte for byte in test_bam.py."""
+import gzip
 import subprocess
 
 import pytest
@@ -89,3 +90,18 @@ def test_dask_bam_equals_local(index_dir, tmp_path, runs):
 def test_bad_bam_options(gkmap, tmp_path, args, message):
     code, err = gkmap("map", *args[:-1], tmp_path / args[-1], MEASLES, MEASLES_PAIR[0])
     assert code == 2 and message in err and not list(tmp_path.iterdir()), err
+
+
+@pytest.mark.parametrize("extra", [[], ["--sort", "--sort-memory", "1M"]], ids=["bam", "sorted"])
+def test_a_failed_run_leaves_no_bam_and_no_temporary_file(gkmap, index_dir, tmp_path, extra):
+    """A bad record after several batches (some already encoded, sorted runs already spilled beside the
+    output): a one-line error, and the folder holds only what was there before (no OUT.bam, no temporary
+    BAM, no sort run)."""
+    reads = tmp_path / "reads.fq"
+    with gzip.open(MEASLES_PAIR[0], "rt") as good:
+        text = good.read()
+    reads.write_text(text * 6 + "@bad\nACGT\n+\nII\n")  # ~2.7 MB of records: --sort-memory 1M spills runs
+    code, err = gkmap("map", "--quiet", "--index", index_dir(MEASLES), "--batch-size", 200, *extra,
+                      "-o", tmp_path / "out.bam", MEASLES, reads)
+    assert code == 1 and len(err.strip().splitlines()) == 1, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["reads.fq"]
