@@ -37,6 +37,26 @@ static inline unsigned long long atomicAdd(unsigned long long *address, unsigned
 }
 #endif
 
+/* Lanes: a kernel may give one item (a seeding row) LANES threads that step through its array together,
+ * LANES entries a round, and exchange what they hold with ballots (which lanes have a property) and
+ * shuffles (a value from another lane). On the GPU the lanes are a whole warp (32): every lane of the warp
+ * must reach every ballot and shuffle, so a lane kernel keeps its loops uniform across the warp. On the host
+ * (mapper/device/host.py runs a launch's threads one after another) an item has one lane, and the same code
+ * is the plain serial loop: a ballot is the lane's own bit, a shuffle its own value. The launch gives
+ * LANES threads per item (the device layers' WARP). */
+#ifdef __CUDACC__
+#define LANES 32
+__device__ __forceinline__ unsigned int lanes_ballot(int predicate) { return __ballot_sync(0xffffffffu, predicate); }
+template <typename T> __device__ __forceinline__ T lanes_shfl(T value, int lane) { return __shfl_sync(0xffffffffu, value, lane); }
+/* the highest lane set in `mask`, -1 for none */
+__device__ __forceinline__ int last_lane(unsigned int mask) { return mask ? 31 - __clz(mask) : -1; }
+#else
+#define LANES 1
+static inline unsigned int lanes_ballot(int predicate) { return predicate ? 1u : 0u; }
+template <typename T> static inline T lanes_shfl(T value, int) { return value; }
+static inline int last_lane(unsigned int mask) { return mask ? 0 : -1; }
+#endif
+
 /* The 16 high (hi = 1) or low (hi = 0) code bits of a 2-bit word, as a 16-bit value with base 0 in bit 15:
  * keep every other bit, then squeeze the kept bits together in four halving steps (bit 2i -> bit i). */
 __device__ __forceinline__ uint32_t code_bits16(uint32_t w, int hi)

@@ -4,7 +4,7 @@
  * every step): the row's non-overlapping WS-mers, cheap selection of the e+1 least frequent, emission of
  * the occurrences of the chosen ones as diagonals, de-duplication, the adjacency filter, and diagonal
  * bands of width e+1. The per-hit work (placing a hit in its row's sorted order, the adjacency filter's
- * binary searches) runs in parallel over the hits; only chaining stays one thread per row.
+ * binary searches) runs in parallel over the hits; chaining runs a warp per row.
  *
  * seed_select      per row: key, N flag, row and bucket size of each k-mer; a k-mer is chosen when its
  *                  rank in the row, ordered by (bucket size in the whole genome, position in the read), is
@@ -17,10 +17,11 @@
  *                  duplicate flag, and for distinct diagonals the adjacency filter.
  * seed_place_rows  the same result one thread per row, by merging the row's chosen lists (the host
  *                  layer's choice: few threads, big caches; see the function).
- * seed_bands       per row: distinct kept diagonals are chained while consecutive ones are <= e apart; a
- *                  chain is cut into bands (d - chain_first) / (e+1); each band is written as (contig, first
- *                  diagonal, last diagonal) at the row's slot.
- * seed_compact     per row: moves its bands from the slot to their place in the dense output.
+ * seed_bands       per row, LANES threads a row (common.cuh): distinct kept diagonals are chained while
+ *                  consecutive ones are <= e apart; a chain is cut into bands (d - chain_first) / (e+1); each
+ *                  band is written as (contig, first diagonal, last diagonal) at the row's slot.
+ * seed_compact     per row, LANES threads a row: moves its bands from the slot to their place in the dense
+ *                  output.
  * The host prefix-sums row_hits (slot offsets) and the band counts (dense offsets) between launches and
  * launches rows in chunks whose total hits fit the buffers, so a read with huge buckets cannot exhaust memory.
  *
@@ -33,7 +34,8 @@
  *      contig_starts int64 [C]
  * Per k-mer (at kfirst[row] + j): kmer_key uint32, kmer_size int64, kmer_flags uint8 (1 = has N, 2 = chosen),
  *      kmer_row int32, kmer_hit int64
- * JIT constants (-D): WS, OFFSET_T, SEED_GROUP (threads per k-mer in seed_hit_kmers).
+ * JIT constants (-D): WS, OFFSET_T, SEED_GROUP (threads per k-mer in seed_hit_kmers), SEED_LANES (threads
+ *      launched per row of seed_bands and seed_compact: must be LANES).
  */
 #include "common.cuh"
 
@@ -45,6 +47,10 @@
 #endif
 #ifndef OFFSET_T
 #define OFFSET_T unsigned int
+#endif
+
+#if defined(SEED_LANES) && SEED_LANES != LANES
+#error "threads launched per row (the device layer's WARP) differ from LANES (common.cuh)"
 #endif
 
 #define FLAG_N 1
@@ -378,6 +384,20 @@ extern "C" __global__ void seed_place_rows(
     }
 }
 
+/* Bands of each row, LANES threads a row (common.cuh: a warp on the GPU, one thread on the host). The
+ * serial rule: walk the row's kept distinct diagonals in order; a diagonal starts a new chain when it is the
+ * row's first, changes contig, or lies more than e after the previous one; within a chain, band =
+ * (d - chain's first d) / (e + 1), and a new chain or band id starts a band, written as (contig, its first d,
+ * its last d) at the row's next output slot from `slot[row]` on.
+ *
+ * The lanes take the row LANES entries a round. Everything a kept entry needs from the entries before it
+ * comes from the previous kept entry (for new chain and new band) and the latest chain start (for the band
+ * id): within the round from the lane that holds it (ballot of kept lanes, then a shuffle), before the round
+ * from the state carried from the round before (last kept entry's contig, d, band id and chain start). A lane
+ * that starts a band writes its contig and first d at slot + (bands started before it), and the previous
+ * kept entry's d as the previous band's last; the row's last band is closed after the loop. The result is
+ * the serial loop's, byte for byte; a row of a million hits takes a million / 32 rounds on the GPU instead of
+ * a million steps of one thread. Counts: diagonals (distinct entries), adjacent (kept), bands, margin hits. */
 extern "C" __global__ void seed_bands(
     const int *__restrict__ row_e, const long long *__restrict__ slot, const int row_begin, const int n_rows,
     const int *__restrict__ diag_contig, const long long *__restrict__ diag_value,
@@ -386,57 +406,66 @@ extern "C" __global__ void seed_bands(
     int *__restrict__ n_diagonals, int *__restrict__ n_adjacent, int *__restrict__ n_bands,
     int *__restrict__ n_margin)
 {
-    const int t = blockIdx.x * blockDim.x + threadIdx.x;
+    const long long thread = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const int t = (int)(thread / LANES), lane = (int)(thread % LANES);
     if (t >= n_rows)
-        return;
+        return; /* the whole warp: a row's lanes are one warp */
     const int e = row_e[row_begin + t];
     const long long begin = slot[t], stop = slot[t + 1];
-    long long out = begin;
-    int diagonals = 0, adjacent = 0, bands = 0, margin = 0;
-    int have_band = 0, band_contig = -1;
-    long long band_lo = 0, band_hi = 0, band_id = 0, chain_first = 0, last_diag = 0;
-    for (long long i = begin; i < stop; ++i) {
-        margin += diag_flags[i] == FLAG_MARGIN;
-        if (!(diag_flags[i] & 1))
-            continue; /* the same diagonal from another k-mer, or a margin hit */
-        ++diagonals;
-        if (!(diag_flags[i] & 2))
+    const unsigned int before = (1u << lane) - 1u, upto = before | (1u << lane);
+    int diagonals = 0, adjacent = 0, margin = 0, last_c = -1;
+    long long bands = 0, last_d = 0, last_band = 0, chain_first = 0;
+    for (long long round = begin; round < stop; round += LANES) {
+        const long long i = round + lane;
+        const uint8_t f = i < stop ? diag_flags[i] : 0;
+        margin += __popc(lanes_ballot(f == FLAG_MARGIN));
+        diagonals += __popc(lanes_ballot(f & 1));
+        const int kept = (f & 2) != 0;
+        const unsigned int kept_lanes = lanes_ballot(kept);
+        if (!kept_lanes)
             continue;
-        ++adjacent;
-        const int c = diag_contig[i];
-        const long long d = diag_value[i];
-        const int new_chain = !have_band || c != band_contig || d - last_diag > e;
-        if (new_chain)
-            chain_first = d;
-        const long long band = (d - chain_first) / (e + 1);
-        if (new_chain || band != band_id) {
-            if (have_band) {
-                out_contig[out] = band_contig;
-                out_lo[out] = band_lo;
-                out_hi[out] = band_hi;
-                ++out;
-                ++bands;
-            }
-            have_band = 1;
-            band_lo = d;
-            band_id = band;
+        adjacent += __popc(kept_lanes);
+        const int c = kept ? diag_contig[i] : 0;
+        const long long d = kept ? diag_value[i] : 0;
+        const int prev = last_lane(kept_lanes & before);
+        const int from = prev < 0 ? lane : prev;
+        const int prev_c_lane = lanes_shfl(c, from);
+        const long long prev_d_lane = lanes_shfl(d, from);
+        const int prev_c = prev < 0 ? last_c : prev_c_lane;
+        const long long prev_d = prev < 0 ? last_d : prev_d_lane;
+        const int new_chain = kept && (c != prev_c || d - prev_d > e);
+        const int start = last_lane(lanes_ballot(new_chain) & upto);
+        const long long start_d = lanes_shfl(d, start < 0 ? lane : start);
+        const long long first = start < 0 ? chain_first : start_d;
+        const long long band = kept ? (d - first) / (e + 1) : 0;
+        const long long prev_band_lane = lanes_shfl(band, from);
+        const int new_band = kept && (new_chain || band != (prev < 0 ? last_band : prev_band_lane));
+        const unsigned int band_lanes = lanes_ballot(new_band);
+        if (new_band) {
+            const long long at = begin + bands + __popc(band_lanes & before);
+            out_contig[at] = c;
+            out_lo[at] = d;
+            if (at > begin)
+                out_hi[at - 1] = prev_d;
         }
-        band_contig = c;
-        band_hi = d;
-        last_diag = d;
+        bands += __popc(band_lanes);
+        const int last = last_lane(kept_lanes);
+        last_c = lanes_shfl(c, last);
+        last_d = lanes_shfl(d, last);
+        last_band = lanes_shfl(band, last);
+        chain_first = lanes_shfl(first, last);
     }
-    if (have_band) {
-        out_contig[out] = band_contig;
-        out_lo[out] = band_lo;
-        out_hi[out] = band_hi;
-        ++bands;
+    if (lane == 0) {
+        if (bands)
+            out_hi[begin + bands - 1] = last_d;
+        n_diagonals[t] = diagonals;
+        n_adjacent[t] = adjacent;
+        n_bands[t] = (int)bands;
+        n_margin[t] = margin;
     }
-    n_diagonals[t] = diagonals;
-    n_adjacent[t] = adjacent;
-    n_bands[t] = bands;
-    n_margin[t] = margin;
 }
 
+/* Each row's bands from its slot to their place in the dense output, LANES threads a row (a band each). */
 extern "C" __global__ void seed_compact(
     const long long *__restrict__ slot, const long long *__restrict__ dense, const int *__restrict__ n_bands,
     const int row_begin, const int n_rows,
@@ -444,10 +473,11 @@ extern "C" __global__ void seed_compact(
     int *__restrict__ row_out, int *__restrict__ contig_out, long long *__restrict__ lo_out,
     long long *__restrict__ hi_out)
 {
-    const int t = blockIdx.x * blockDim.x + threadIdx.x;
+    const long long thread = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const int t = (int)(thread / LANES), lane = (int)(thread % LANES);
     if (t >= n_rows)
         return;
-    for (int b = 0; b < n_bands[t]; ++b) {
+    for (int b = lane; b < n_bands[t]; b += LANES) {
         const long long from = slot[t] + b, to = dense[t] + b;
         row_out[to] = row_begin + t;
         contig_out[to] = in_contig[from];

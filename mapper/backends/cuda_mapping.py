@@ -119,7 +119,7 @@ class CudaBackend(Backend):
             core, first_part = (part.lo, part.hi), part == self._parts[0]
         n_contigs = len(index.reference.starts)
         group = cuda.GROUP  # threads per chosen k-mer labelling its hits (seed.cu seed_hit_kmers)
-        defines = dict(WS=index.ws, SEED_GROUP=group,
+        defines = dict(WS=index.ws, SEED_GROUP=group, SEED_LANES=cuda.WARP,
                        OFFSET_T="unsigned int" if index.offsets.dtype == np.uint32 else "unsigned long long")
         kernel = lambda name: cuda.function("seed.cu", name, **defines)
         n_rows = len(rows.start)
@@ -160,8 +160,9 @@ class CudaBackend(Backend):
                             dev.e, d_slot, begin, k_begin, capacity, *placed)
             band_contig, band_lo, band_hi = cuda.scratch(4 * capacity), cuda.scratch(8 * capacity), cuda.scratch(8 * capacity)
             n_diag, n_adj, n_band, n_margin = (cuda.scratch(4 * count) for _ in range(4))
-            cuda.launch(kernel("seed_bands"), count, dev.e, d_slot, *rows_args, diag_contig, diag_value, diag_flags,
-                        band_contig, band_lo, band_hi, n_diag, n_adj, n_band, n_margin)
+            lanes = count * cuda.WARP  # seed_bands and seed_compact: a warp per row (common.cuh LANES)
+            cuda.launch(kernel("seed_bands"), lanes, dev.e, d_slot, *rows_args, diag_contig, diag_value,
+                        diag_flags, band_contig, band_lo, band_hi, n_diag, n_adj, n_band, n_margin)
             bands = cuda.from_device(n_band, (count,), np.int32).astype(np.int64)
             stats.hits -= int(cuda.from_device(n_margin, (count,), np.int32).sum())
             stats.diagonals += int(cuda.from_device(n_diag, (count,), np.int32).sum())
@@ -170,7 +171,7 @@ class CudaBackend(Backend):
             if not total:
                 continue
             out = [cuda.scratch(4 * total), cuda.scratch(4 * total), cuda.scratch(8 * total), cuda.scratch(8 * total)]
-            cuda.launch(kernel("seed_compact"), count, d_slot, cuda.scratch_copy(np.cumsum(bands) - bands),
+            cuda.launch(kernel("seed_compact"), lanes, d_slot, cuda.scratch_copy(np.cumsum(bands) - bands),
                         cuda.scratch_copy(bands.astype(np.int32)), *rows_args, band_contig, band_lo, band_hi, *out)
             parts.append((total, *out))
         cands = DeviceCandidates(parts)
