@@ -42,7 +42,7 @@
  *                              there): locus refinement (mapper/verify.py) covers only a stretch's zone
  * Out: best       int32  [n]   the window's fewest edits, or -1
  *      n_ends     int32  [n]   number of taken ends; more than MAX_ENDS, or a window longer than MAX_WIN,
- *                              is reported as MAX_ENDS + 1 and the host redoes the window
+ *                              is reported as MAX_ENDS + 1 and verify_wide (below) redoes the window
  *      ends, starts, edits int32 [MAX_ENDS * n], word-major (ends[k * n + i]), relative to the window start
  * JIT constants (-D): MAX_WORDS = ceil(longest read / 64), MAX_ENDS, MAX_WIN (the longest window,
  * L + 3e for a band of e + 1 diagonals), CODE_N.
@@ -125,6 +125,46 @@ __device__ __forceinline__ void reset(u64 (&Pv)[MAX_WORDS], u64 (&Mv)[MAX_WORDS]
     }
 }
 
+/* The forward, semi-global pass: D[j] = the last row at column j (one byte, 255 for the `skip` leading
+ * columns and for distances above 254) for j < W. Returns the fewest edits over the columns from `skip`
+ * on, or e + 1 when none is within e. */
+__device__ __forceinline__ int last_row(const uint8_t *read, int L, const uint8_t *win, int W, int skip, int e,
+                                        uint8_t *D)
+{
+    u64 pA[MAX_WORDS], pC[MAX_WORDS], pG[MAX_WORDS], pT[MAX_WORDS], Pv[MAX_WORDS], Mv[MAX_WORDS];
+    const int nw = (L + 63) / 64, last_bit = (L - 1) & 63;
+    build_peq(read, L, 0, pA, pC, pG, pT);
+    reset(Pv, Mv);
+    int score = L, best = e + 1;
+    for (int j = 0; j < W; ++j) {
+        score += advance(Pv, Mv, pA, pC, pG, pT, win[j], nw, last_bit, 0);
+        D[j] = j < skip ? 255 : (uint8_t)min(score, 255);
+        if (j >= skip)
+            best = min(best, score);
+    }
+    return best;
+}
+
+/* The leftmost start of an alignment of the whole read costing d and ending at win[end] (the reverse
+ * prefix pass, see above; the reversed read's masks in pA..pT). An alignment of L read bases with d edits
+ * spans at most L + d reference bases. */
+__device__ __forceinline__ int leftmost_start(const u64 (&pA)[MAX_WORDS], const u64 (&pC)[MAX_WORDS],
+                                              const u64 (&pG)[MAX_WORDS], const u64 (&pT)[MAX_WORDS],
+                                              const uint8_t *win, int L, int end, int d)
+{
+    u64 Pv[MAX_WORDS], Mv[MAX_WORDS];
+    const int nw = (L + 63) / 64, last_bit = (L - 1) & 63;
+    reset(Pv, Mv);
+    int s = L, farthest = 0;
+    const int span = min(end + 1, L + d);
+    for (int j = 1; j <= span; ++j) {
+        s += advance(Pv, Mv, pA, pC, pG, pT, win[end - (j - 1)], nw, last_bit, 1);
+        if (s == d)
+            farthest = j;
+    }
+    return end - farthest + 1;
+}
+
 extern "C" __global__ void verify_windows(
     const uint8_t *__restrict__ genome, const uint8_t *__restrict__ reads,
     const long long *__restrict__ read_start, const int *__restrict__ read_len,
@@ -138,31 +178,16 @@ extern "C" __global__ void verify_windows(
         return;
     const int L = read_len[i];
     const int W = win_len[i];
-    const int skip = win_skip ? win_skip[i] : 0;
     const int e = max_e[i];
-    const int nw = (L + 63) / 64;
-    const int last_bit = (L - 1) & 63;
     const uint8_t *read = reads + read_start[i];
     const uint8_t *win = genome + win_start[i];
-    if (W > MAX_WIN) {  /* not a band's window: the host takes it */
+    if (W > MAX_WIN) {  /* not a band's window: verify_wide takes it */
         best_out[i] = 0;
         n_ends_out[i] = MAX_ENDS + 1;
         return;
     }
-
-    u64 pA[MAX_WORDS], pC[MAX_WORDS], pG[MAX_WORDS], pT[MAX_WORDS], Pv[MAX_WORDS], Mv[MAX_WORDS];
     uint8_t D[MAX_WIN];
-
-    /* Forward, semi-global pass: the last row, kept one byte a column. */
-    build_peq(read, L, 0, pA, pC, pG, pT);
-    reset(Pv, Mv);
-    int score = L, best = e + 1;
-    for (int j = 0; j < W; ++j) {
-        score += advance(Pv, Mv, pA, pC, pG, pT, win[j], nw, last_bit, 0);
-        D[j] = j < skip ? 255 : (uint8_t)min(score, 255);
-        if (j >= skip)
-            best = min(best, score);
-    }
+    const int best = last_row(read, L, win, W, win_skip ? win_skip[i] : 0, e, D);
     if (best > e) {
         best_out[i] = -1;
         n_ends_out[i] = 0;
@@ -192,24 +217,66 @@ extern "C" __global__ void verify_windows(
     if (count > MAX_ENDS)
         return;
 
-    /* Reverse prefix passes: the leftmost start of an alignment of each end's cost ending there. An
-     * alignment of L read bases with d edits spans at most L + d reference bases. */
+    u64 pA[MAX_WORDS], pC[MAX_WORDS], pG[MAX_WORDS], pT[MAX_WORDS];
     build_peq(read, L, 1, pA, pC, pG, pT);
 #pragma unroll
     for (int k = 0; k < MAX_ENDS; ++k) {
         if (k < count) {
-            const int end = ends[k];
-            reset(Pv, Mv);
-            int s = L, farthest = 0;
-            const int span = min(end + 1, L + dist[k]);
-            for (int j = 1; j <= span; ++j) {
-                s += advance(Pv, Mv, pA, pC, pG, pT, win[end - (j - 1)], nw, last_bit, 1);
-                if (s == dist[k])
-                    farthest = j;
-            }
-            ends_out[k * n + i] = end;
-            starts_out[k * n + i] = end - farthest + 1;
+            ends_out[k * n + i] = ends[k];
+            starts_out[k * n + i] = leftmost_start(pA, pC, pG, pT, win, L, ends[k], dist[k]);
             edits_out[k * n + i] = dist[k];
         }
     }
+}
+
+/* The same cover for windows of any width and any number of ends: those verify_windows leaves (a cover of
+ * more than MAX_ENDS ends, a window wider than MAX_WIN: tandem repeats, and the whole stretches that locus
+ * selection refines, mapper/verify.py). One thread per window; its last row goes to `rows` at
+ * row_offset[i] (W bytes) instead of registers, and its ends, in the order taken, to ends/starts/edits at
+ * cover_offset[i], which has room for W / (e + 1) + 1 of them: each taken end covers e columns on either
+ * side of it, so no two lie within e of each other. */
+extern "C" __global__ void verify_wide(
+    const uint8_t *__restrict__ genome, const uint8_t *__restrict__ reads,
+    const long long *__restrict__ read_start, const int *__restrict__ read_len,
+    const int *__restrict__ max_e, const long long *__restrict__ win_start,
+    const int *__restrict__ win_len, const int n, const int *__restrict__ win_skip,
+    uint8_t *__restrict__ rows, const long long *__restrict__ row_offset, const long long *__restrict__ cover_offset,
+    int *__restrict__ best_out, int *__restrict__ n_ends_out,
+    int *__restrict__ ends_out, int *__restrict__ starts_out, int *__restrict__ edits_out)
+{
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n)
+        return;
+    const int L = read_len[i];
+    const int W = win_len[i];
+    const int e = max_e[i];
+    const uint8_t *read = reads + read_start[i];
+    const uint8_t *win = genome + win_start[i];
+    uint8_t *D = rows + row_offset[i];
+    const int best = last_row(read, L, win, W, win_skip ? win_skip[i] : 0, e, D);
+    if (best > e) {
+        best_out[i] = -1;
+        n_ends_out[i] = 0;
+        return;
+    }
+    best_out[i] = best;
+    int *ends = ends_out + cover_offset[i], *edits = edits_out + cover_offset[i];
+    int count = 0;
+    for (int d = best; d <= e; ++d) {
+        for (int j = 0; j < W; ++j) {
+            if (D[j] != d)
+                continue;
+            ends[count] = j;
+            edits[count] = d;
+            ++count;
+            for (int c = j > e ? j - e : 0; c <= min(j + e, W - 1); ++c)
+                D[c] = 255;
+        }
+    }
+    n_ends_out[i] = count;
+    u64 pA[MAX_WORDS], pC[MAX_WORDS], pG[MAX_WORDS], pT[MAX_WORDS];
+    build_peq(read, L, 1, pA, pC, pG, pT);
+    int *starts = starts_out + cover_offset[i];
+    for (int k = 0; k < count; ++k)
+        starts[k] = leftmost_start(pA, pC, pG, pT, win, L, ends[k], edits[k]);
 }

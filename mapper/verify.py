@@ -21,7 +21,7 @@ from mapper.myers import last_rows, leftmost_starts
 from mapper.options import MAX_E
 from mapper.seeding import ragged_arange
 
-MAX_ENDS = 8  # ends of a window's cover the kernels keep (a band's window has at most five); more: host
+MAX_ENDS = 8  # ends of a window's cover verify_windows keeps (a band's window has at most five); more: verify_wide
 
 
 def kernel_defines(longest):
@@ -97,27 +97,74 @@ def window_covers(genome, codes, read_start, read_len, e, win_start, win_len, sk
 
 def compiled_covers(genome, codes, read_start, read_len, e, win_start, win_len, skip=None):
     """`window_covers` by kernels/myers.cu compiled for the host, on one thread, where a compiler is there
-    (render processes refine many small stretches, where numpy's cost per column would dominate), and by
-    numpy for windows the kernel leaves to the host and where there is no compiler."""
+    (render processes refine many small stretches, where numpy's cost per column would dominate): windows of
+    a band's size by verify_windows, wider ones and covers of more than MAX_ENDS ends (tandem repeats) by
+    verify_wide (`wide_covers`); numpy where there is no compiler."""
     from mapper.device import host  # a device layer: imported only for this
     n = len(read_start)
     if not n or not host.available():
         return window_covers(genome, codes, read_start, read_len, e, win_start, win_len, skip)
     out = [np.empty(n, np.int32), np.empty(n, np.int32)] + [np.empty((MAX_ENDS, n), np.int32) for _ in range(3)]
-    i32 = lambda a: np.ascontiguousarray(a, dtype=np.int32)
-    i64 = lambda a: np.ascontiguousarray(a, dtype=np.int64)
     host.launch(host.function("myers.cu", "verify_windows", **kernel_defines(read_len.max())), n,
-                np.ascontiguousarray(genome), codes, i64(read_start), i32(read_len), i32(e), i64(win_start),
-                i32(win_len), n, i32(skip) if skip is not None else 0, *out, workers=1)
-    found, over = kernel_mappings(np.arange(n), np.zeros(n, np.int64), i64(win_start), *out)
+                np.ascontiguousarray(genome), codes, _i64(read_start), _i32(read_len), _i32(e), _i64(win_start),
+                _i32(win_len), n, _i32(skip) if skip is not None else 0, *out, workers=1)
+    found, over = kernel_mappings(np.arange(n), np.zeros(n, np.int64), _i64(win_start), *out)
     parts = [(found.row, found.end - 1, found.edits, found.start)]
     if len(over):
-        redo = window_covers(genome, codes, read_start[over], read_len[over], e[over], win_start[over],
-                             win_len[over], None if skip is None else skip[over])
+        redo = wide_covers(host, np.ascontiguousarray(genome), codes, read_start[over], read_len[over], e[over],
+                           win_start[over], win_len[over], None if skip is None else skip[over], workers=1)
         parts.append((over[redo[0]],) + redo[1:])
     window, end, edits, first = (np.concatenate(c) for c in zip(*parts))
     order = np.lexsort((end, window))
     return window[order], end[order], edits[order], first[order]
+
+
+def wide_covers(layer, genome, codes, read_start, read_len, e, win_start, win_len, skip=None, budget=1 << 25,
+                **launch):
+    """`window_covers` of windows of any width and cover size by kernels/myers.cu verify_wide on a device
+    `layer` (mapper/device: the GPU's, or the host's), `genome` and `codes` being its buffers and the other
+    arguments host arrays [n]. Windows go in chunks of at most `budget` columns (a longer one alone), since
+    the kernel keeps each window's last row in memory: the memory is bounded whatever the windows. Returns
+    (window, end, edits, start) like window_covers, ordered by window, then the order the ends were taken."""
+    width = np.asarray(win_len, dtype=np.int64)
+    chunk = np.cumsum(width) // budget
+    cut = np.flatnonzero(np.diff(chunk)) + 1
+    parts = [_wide_chunk(layer, genome, codes, read_start[a:b], read_len[a:b], e[a:b], win_start[a:b],
+                         width[a:b], None if skip is None else skip[a:b], a, launch)
+             for a, b in zip(np.r_[0, cut], np.r_[cut, len(width)])]
+    return tuple(np.concatenate(column) for column in zip(*parts))
+
+
+def _wide_chunk(layer, genome, codes, read_start, read_len, e, win_start, width, skip, first_window, launch):
+    """wide_covers of one chunk, its windows numbered from `first_window`."""
+    n = len(width)
+    room = width // (np.asarray(e, dtype=np.int64) + 1) + 1  # ends a cover can take (see verify_wide)
+    row_offset, cover_offset = np.cumsum(width) - width, np.cumsum(room) - room
+    slots = int(room.sum())
+    best, n_ends = layer.scratch(4 * n), layer.scratch(4 * n)
+    ends, starts, edits = (layer.scratch(4 * slots) for _ in range(3))
+    layer.launch(layer.function("myers.cu", "verify_wide", **kernel_defines(read_len.max())), n, genome, codes,
+                 layer.scratch_copy(_i64(read_start)), layer.scratch_copy(_i32(read_len)),
+                 layer.scratch_copy(_i32(e)), layer.scratch_copy(_i64(win_start)), layer.scratch_copy(_i32(width)), n,
+                 layer.scratch_copy(_i32(skip)) if skip is not None else 0, layer.scratch(int(width.sum())),
+                 layer.scratch_copy(_i64(row_offset)), layer.scratch_copy(_i64(cover_offset)), best, n_ends, ends,
+                 starts, edits, **launch)
+    count = layer.from_device(n_ends, (n,), np.int32).astype(np.int64)
+    window, k = ragged_arange(count)
+    at = cover_offset[window] + k
+    column = layer.from_device(ends, (slots,), np.int32)[at].astype(np.int64)
+    first = layer.from_device(starts, (slots,), np.int32)[at].astype(np.int64)
+    taken = layer.from_device(edits, (slots,), np.int32)[at].astype(np.int64)
+    base = np.asarray(win_start, dtype=np.int64)[window]
+    return window + first_window, base + column, taken, base + first
+
+
+def _i32(a):
+    return np.ascontiguousarray(a, dtype=np.int32)
+
+
+def _i64(a):
+    return np.ascontiguousarray(a, dtype=np.int64)
 
 
 def _no_mappings():

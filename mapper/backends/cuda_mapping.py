@@ -5,7 +5,7 @@ Stage placement is reported in the run summary, so a silent cpu fallback cannot 
 filter runs on the GPU through mapper/filters. The seeding kernels reproduce the numpy seeder's
 candidates and counts exactly (tests/device/test_cuda_mapping.py compares them). The verification kernel returns, per window, its cover (the ends taken, each with its distance and leftmost
 start: mapper/verify.py's contract), so the SAM equals the cpu backend's byte for byte. A window whose
-cover has more than MAX_ENDS ends (long tandem repeats) is redone on the host (mapper/verify.py).
+cover has more than MAX_ENDS ends (long tandem repeats) is redone by verify_wide (mapper/verify.py wide_covers).
 
 It reaches its device only through mapper/device (`layer`), whose GPU layer imports pycuda on first use.
 """
@@ -21,7 +21,7 @@ from mapper.device import layer as cuda
 from mapper.filters import windows
 from mapper.filters._gpu import faithful_defines, improved_defines
 from mapper.seeding import Candidates, SeedStats
-from mapper.verify import MAX_ENDS, Mappings, kernel_defines, verify as host_verify
+from mapper.verify import MAX_ENDS, Mappings, kernel_defines, verify as host_verify, wide_covers
 
 COLUMNS = (np.int32, np.int32, np.int64, np.int64)  # device candidates: row, contig, lo, hi
 BAND_CAPACITY = 1 << 25  # hits (band slots) per seeding launch; rows are launched in chunks that fit
@@ -313,7 +313,11 @@ class CudaBackend(Backend):
         redo_at = np.sort(cuda.from_device(over, (n_over,), np.int64))
         redo = Candidates(*(_take(buf, n, redo_at, dtype=dtype).astype(np.int64)
                             for buf, dtype in zip((row, contig, lo, hi), COLUMNS)))
-        return Mappings.concat([maps, host_verify(rows, redo, reference)])
+        wstart, wend = redo.windows(rows, reference)
+        r = redo.row
+        window, end, edits, start = wide_covers(cuda, genome, dev.codes, rows.start[r], rows.length[r], rows.e[r],
+                                                wstart, wend - wstart)
+        return Mappings.concat([maps, Mappings(r[window], redo.contig[window], start, end + 1, edits)])
 
 
 class DeviceRows:
