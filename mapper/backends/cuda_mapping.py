@@ -112,11 +112,12 @@ class CudaBackend(Backend):
     def seed(self, rows, index):
         """kernels/seed.cu on every strand row: the numpy seeder's candidates and counts, left on the GPU
         (DeviceCandidates) for the verifier; they reach the host only when a host stage asks for them."""
-        offsets, positions, contig_starts, _ = self._resident_index(index)
+        offsets, positions, contig_starts, contig_ends = self._resident_index(index)
         list_offsets, core, first_part = offsets, WHOLE, True
+        genome, held = self._resident_genome(index.reference), (0, len(index.reference.codes))
         if self._active is not None:
             part, list_offsets, positions, _ = self._active
-            core, first_part = (part.lo, part.hi), part == self._parts[0]
+            core, first_part, held = (part.lo, part.hi), part == self._parts[0], (part.pos_lo, part.pos_hi)
         n_contigs = len(index.reference.starts)
         group = cuda.GROUP  # threads per chosen k-mer labelling its hits (seed.cu seed_hit_kmers)
         defines = dict(WS=index.ws, SEED_GROUP=group, SEED_LANES=cuda.WARP,
@@ -147,17 +148,18 @@ class CudaBackend(Backend):
             k_begin, k_end = int(kfirst[begin]), int(kfirst[end - 1] + nk[end - 1])
             d_slot, rows_args = cuda.scratch_copy(slot), (begin, count)
             diag_contig, diag_value, diag_flags = cuda.scratch(4 * capacity), cuda.scratch(8 * capacity), cuda.scratch(capacity)
-            placed = (list_offsets, positions, core[0], core[1], contig_starts, n_contigs, diag_contig, diag_value,
-                      diag_flags)
+            lists, placed = (list_offsets, positions, core[0], core[1], contig_starts), (diag_contig, diag_value,
+                                                                                       diag_flags)
             if cuda.SEED_BY_ROW:  # the host: merge each row's lists (seed.cu seed_place_rows)
                 cuda.launch(kernel("seed_place_rows"), count, key, flags, d_nk, d_kfirst, dev.e, d_slot, *rows_args,
-                            *placed)
-            else:  # the GPU: one thread per hit, placed by binary searches
+                            *lists, n_contigs, *placed)
+            else:  # the GPU: one thread per hit, placed by binary searches, adjacency read from the reference
                 hit_kmer = cuda.scratch(4 * capacity)
                 cuda.launch(kernel("seed_hit_kmers"), group * (k_end - k_begin), flags, kmer_row, kmer_hit, size,
                             d_slot, begin, k_begin, k_end - k_begin, hit_kmer)
                 cuda.launch(kernel("seed_place"), capacity, key, flags, kmer_row, kmer_hit, hit_kmer, d_nk, d_kfirst,
-                            dev.e, d_slot, begin, k_begin, capacity, *placed)
+                            dev.e, d_slot, begin, k_begin, capacity, *lists, contig_ends, n_contigs, genome, *held,
+                            *placed)
             band_contig, band_lo, band_hi = cuda.scratch(4 * capacity), cuda.scratch(8 * capacity), cuda.scratch(8 * capacity)
             n_diag, n_adj, n_band, n_margin = (cuda.scratch(4 * count) for _ in range(4))
             lanes = count * cuda.WARP  # seed_bands and seed_compact: a warp per row (common.cuh LANES)
