@@ -4,7 +4,8 @@
  * every step): the row's non-overlapping WS-mers, cheap selection of the e+1 least frequent, emission of
  * the occurrences of the chosen ones as diagonals, de-duplication, the adjacency filter, and diagonal
  * bands of width e+1. The per-hit work (placing a hit in its row's sorted order by binary searches, the
- * adjacency filter's look-ups in the reference) runs in parallel over the hits; chaining runs a warp per row.
+ * adjacency filter's look-ups in the reference) runs in parallel over the hits; chaining runs a warp per
+ * segment of a row.
  *
  * seed_select      per row: key, N flag, row and bucket size of each k-mer; a k-mer is chosen when its
  *                  rank in the row, ordered by (bucket size in the whole genome, position in the read), is
@@ -18,12 +19,15 @@
  *                  looked up in the reference codes).
  * seed_place_rows  the same result one thread per row, by merging the row's chosen lists (the host
  *                  layer's choice: few threads, big caches; see the function).
- * seed_bands       per row, LANES threads a row (common.cuh): distinct kept diagonals are chained while
- *                  consecutive ones are <= e apart; a chain is cut into bands (d - chain_first) / (e+1); each
- *                  band is written as (contig, first diagonal, last diagonal) at the row's slot.
- * seed_compact     per row, LANES threads a row: moves its bands from the slot to their place in the dense
- *                  output.
- * The host prefix-sums row_hits (slot offsets) and the band counts (dense offsets) between launches and
+ * seed_segments    per block of a row's slots: where the row can be cut into independent segments (a
+ *                  kept diagonal that certainly starts a new chain), so that a huge row is chained by many
+ *                  warps.
+ * seed_bands       per segment, LANES threads a segment (common.cuh): distinct kept diagonals are chained
+ *                  while consecutive ones are <= e apart; a chain is cut into bands (d - chain_first) / (e+1);
+ *                  each band is written as (contig, first diagonal, last diagonal) at the segment's slots.
+ * seed_compact     per segment, LANES threads a segment: moves its bands to their place in the dense output.
+ * The host prefix-sums row_hits (slot offsets), lists the segments and prefix-sums their band counts (dense
+ * offsets) between launches and
  * launches rows in chunks whose total hits fit the buffers, so a read with huge buckets cannot exhaust memory.
  *
  * In : codes      uint8 [2T]  strand rows' codes (mapper/alphabet.py; CODE_N never part of a k-mer)
@@ -38,7 +42,7 @@
  * Per k-mer (at kfirst[row] + j): kmer_key uint32, kmer_size int64, kmer_flags uint8 (1 = has N, 2 = chosen),
  *      kmer_row int32, kmer_hit int64
  * JIT constants (-D): WS, OFFSET_T, SEED_GROUP (threads per k-mer in seed_hit_kmers), SEED_LANES (threads
- *      launched per row of seed_bands and seed_compact: must be LANES).
+ *      launched per segment of seed_bands and seed_compact: must be LANES).
  */
 #include "common.cuh"
 
@@ -423,22 +427,59 @@ extern "C" __global__ void seed_place_rows(
     }
 }
 
-/* Bands of each row, LANES threads a row (common.cuh: a warp on the GPU, one thread on the host). The
- * serial rule: walk the row's kept distinct diagonals in order; a diagonal starts a new chain when it is the
- * row's first, changes contig, or lies more than e after the previous one; within a chain, band =
- * (d - chain's first d) / (e + 1), and a new chain or band id starts a band, written as (contig, its first d,
- * its last d) at the row's next output slot from `slot[row]` on.
+/* Where a row's diagonal list may be cut into segments that seed_bands can take independently: one
+ * thread per block of `segment` entries of a row (block k of row t: entries slot[t] + k * segment on);
+ * seg_at = the first entry i of the block that certainly starts a new chain, or -1 (block 0: the row's
+ * first entry). Entry i does when it is kept and its predecessor in the list (kept or not) lies on another
+ * contig or more than e diagonals before it: the list is in (contig, diagonal) order, so the previous
+ * kept entry lies at least as far back. From such an entry on, nothing of the chain state before it
+ * matters, so the row's bands are the bands of its segments, one after the other. A row of millions of
+ * hits (a poly-A read) falls into as many segments as its repeat copies allow, instead of keeping one
+ * warp busy for the whole launch. */
+extern "C" __global__ void seed_segments(
+    const int *__restrict__ row_e, const long long *__restrict__ slot, const int row_begin,
+    const int *__restrict__ block_row, const int *__restrict__ block_index, const int n_blocks, const int segment,
+    const int *__restrict__ diag_contig, const long long *__restrict__ diag_value,
+    const uint8_t *__restrict__ diag_flags, long long *__restrict__ seg_at)
+{
+    const int b = blockIdx.x * blockDim.x + threadIdx.x;
+    if (b >= n_blocks)
+        return;
+    const int t = block_row[b];
+    const long long begin = slot[t], stop = slot[t + 1], from = begin + (long long)block_index[b] * segment;
+    if (from == begin) {
+        seg_at[b] = begin;
+        return;
+    }
+    const int e = row_e[row_begin + t];
+    const long long to = from + segment < stop ? from + segment : stop;
+    for (long long i = from; i < to; ++i) {
+        if ((diag_flags[i] & 2) && (diag_contig[i] != diag_contig[i - 1] || diag_value[i] - diag_value[i - 1] > e)) {
+            seg_at[b] = i;
+            return;
+        }
+    }
+    seg_at[b] = -1;
+}
+
+/* Bands of each segment (seed_segments) of a row, LANES threads a segment (common.cuh: a warp on the
+ * GPU, one thread on the host). The serial rule: walk the kept distinct diagonals in order; a diagonal
+ * starts a new chain when it is the segment's first, changes contig, or lies more than e after the previous
+ * one; within a chain, band = (d - chain's first d) / (e + 1), and a new chain or band id starts a band,
+ * written as (contig, its first d, its last d) at the segment's next output slot from seg_begin on (a
+ * segment of m entries has at most m bands).
  *
- * The lanes take the row LANES entries a round. Everything a kept entry needs from the entries before it
- * comes from the previous kept entry (for new chain and new band) and the latest chain start (for the band
- * id): within the round from the lane that holds it (ballot of kept lanes, then a shuffle), before the round
- * from the state carried from the round before (last kept entry's contig, d, band id and chain start). A lane
- * that starts a band writes its contig and first d at slot + (bands started before it), and the previous
- * kept entry's d as the previous band's last; the row's last band is closed after the loop. The result is
- * the serial loop's, byte for byte; a row of a million hits takes a million / 32 rounds on the GPU instead of
- * a million steps of one thread. Counts: diagonals (distinct entries), adjacent (kept), bands, margin hits. */
+ * The lanes take the segment LANES entries a round. Everything a kept entry needs from the entries before
+ * it comes from the previous kept entry (for new chain and new band) and the latest chain start (for the
+ * band id): within the round from the lane that holds it (ballot of kept lanes, then a shuffle), before the
+ * round from the state carried from the round before (last kept entry's contig, d, band id and chain
+ * start). A lane that starts a band writes its contig and first d at seg_begin + (bands started before it),
+ * and the previous kept entry's d as the previous band's last; the last band is closed after the loop. The
+ * result is the serial loop's, byte for byte. Counts per segment: diagonals (distinct entries), adjacent
+ * (kept), bands, margin hits. */
 extern "C" __global__ void seed_bands(
-    const int *__restrict__ row_e, const long long *__restrict__ slot, const int row_begin, const int n_rows,
+    const int *__restrict__ row_e, const int row_begin, const long long *__restrict__ seg_begin,
+    const long long *__restrict__ seg_end, const int *__restrict__ seg_row, const int n_segs,
     const int *__restrict__ diag_contig, const long long *__restrict__ diag_value,
     const uint8_t *__restrict__ diag_flags,
     int *__restrict__ out_contig, long long *__restrict__ out_lo, long long *__restrict__ out_hi,
@@ -447,10 +488,10 @@ extern "C" __global__ void seed_bands(
 {
     const long long thread = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     const int t = (int)(thread / LANES), lane = (int)(thread % LANES);
-    if (t >= n_rows)
-        return; /* the whole warp: a row's lanes are one warp */
-    const int e = row_e[row_begin + t];
-    const long long begin = slot[t], stop = slot[t + 1];
+    if (t >= n_segs)
+        return; /* the whole warp: a segment's lanes are one warp */
+    const int e = row_e[row_begin + seg_row[t]];
+    const long long begin = seg_begin[t], stop = seg_end[t];
     const unsigned int before = (1u << lane) - 1u, upto = before | (1u << lane);
     int diagonals = 0, adjacent = 0, margin = 0, last_c = -1;
     long long bands = 0, last_d = 0, last_band = 0, chain_first = 0;
@@ -504,21 +545,22 @@ extern "C" __global__ void seed_bands(
     }
 }
 
-/* Each row's bands from its slot to their place in the dense output, LANES threads a row (a band each). */
+/* Each segment's bands from its slots to their place in the dense output (dense[t]: the bands of the
+ * segments before it), LANES threads a segment (a band each). */
 extern "C" __global__ void seed_compact(
-    const long long *__restrict__ slot, const long long *__restrict__ dense, const int *__restrict__ n_bands,
-    const int row_begin, const int n_rows,
+    const long long *__restrict__ seg_begin, const long long *__restrict__ dense, const int *__restrict__ n_bands,
+    const int *__restrict__ seg_row, const int row_begin, const int n_segs,
     const int *__restrict__ in_contig, const long long *__restrict__ in_lo, const long long *__restrict__ in_hi,
     int *__restrict__ row_out, int *__restrict__ contig_out, long long *__restrict__ lo_out,
     long long *__restrict__ hi_out)
 {
     const long long thread = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     const int t = (int)(thread / LANES), lane = (int)(thread % LANES);
-    if (t >= n_rows)
+    if (t >= n_segs)
         return;
     for (int b = lane; b < n_bands[t]; b += LANES) {
-        const long long from = slot[t] + b, to = dense[t] + b;
-        row_out[to] = row_begin + t;
+        const long long from = seg_begin[t] + b, to = dense[t] + b;
+        row_out[to] = row_begin + seg_row[t];
         contig_out[to] = in_contig[from];
         lo_out[to] = in_lo[from];
         hi_out[to] = in_hi[from];

@@ -20,11 +20,12 @@ from mapper.backends.base import Backend
 from mapper.device import layer as cuda
 from mapper.filters import windows
 from mapper.filters._gpu import faithful_defines, improved_defines
-from mapper.seeding import Candidates, SeedStats
+from mapper.seeding import Candidates, SeedStats, ragged_arange
 from mapper.verify import MAX_ENDS, Mappings, kernel_defines, verify as host_verify, wide_covers
 
 COLUMNS = (np.int32, np.int32, np.int64, np.int64)  # device candidates: row, contig, lo, hi
 BAND_CAPACITY = 1 << 25  # hits (band slots) per seeding launch; rows are launched in chunks that fit
+SEGMENT = 1024  # slots of a row in which seed_segments looks for one place to cut it for chaining
 RESERVE = 4 << 30  # device memory kept for a batch's buffers when --gpu-memory does not say how much to use
 MARGIN = 4096  # bases of the neighbouring contigs an index part holds on either side (index_parts.py)
 WHOLE = (0, 1 << 62)  # the core range of the one-part index: every position
@@ -160,21 +161,25 @@ class CudaBackend(Backend):
                 cuda.launch(kernel("seed_place"), capacity, key, flags, kmer_row, kmer_hit, hit_kmer, d_nk, d_kfirst,
                             dev.e, d_slot, begin, k_begin, capacity, *lists, contig_ends, n_contigs, genome, *held,
                             *placed)
+            seg_begin, seg_end, seg_row = _segments(kernel, dev.e, d_slot, slot, begin, placed)
+            n_segs = len(seg_begin)
+            d_begin, d_row = cuda.scratch_copy(seg_begin), cuda.scratch_copy(seg_row)
             band_contig, band_lo, band_hi = cuda.scratch(4 * capacity), cuda.scratch(8 * capacity), cuda.scratch(8 * capacity)
-            n_diag, n_adj, n_band, n_margin = (cuda.scratch(4 * count) for _ in range(4))
-            lanes = count * cuda.WARP  # seed_bands and seed_compact: a warp per row (common.cuh LANES)
-            cuda.launch(kernel("seed_bands"), lanes, dev.e, d_slot, *rows_args, diag_contig, diag_value,
-                        diag_flags, band_contig, band_lo, band_hi, n_diag, n_adj, n_band, n_margin)
-            bands = cuda.from_device(n_band, (count,), np.int32).astype(np.int64)
-            stats.hits -= int(cuda.from_device(n_margin, (count,), np.int32).sum())
-            stats.diagonals += int(cuda.from_device(n_diag, (count,), np.int32).sum())
-            stats.adjacent += int(cuda.from_device(n_adj, (count,), np.int32).sum())
+            n_diag, n_adj, n_band, n_margin = (cuda.scratch(4 * n_segs) for _ in range(4))
+            lanes = n_segs * cuda.WARP  # seed_bands and seed_compact: a warp per segment (common.cuh LANES)
+            cuda.launch(kernel("seed_bands"), lanes, dev.e, begin, d_begin, cuda.scratch_copy(seg_end), d_row, n_segs,
+                        *placed, band_contig, band_lo, band_hi, n_diag, n_adj, n_band, n_margin)
+            bands = cuda.from_device(n_band, (n_segs,), np.int32).astype(np.int64)
+            stats.hits -= int(cuda.from_device(n_margin, (n_segs,), np.int32).sum())
+            stats.diagonals += int(cuda.from_device(n_diag, (n_segs,), np.int32).sum())
+            stats.adjacent += int(cuda.from_device(n_adj, (n_segs,), np.int32).sum())
             total = int(bands.sum())
             if not total:
                 continue
             out = [cuda.scratch(4 * total), cuda.scratch(4 * total), cuda.scratch(8 * total), cuda.scratch(8 * total)]
-            cuda.launch(kernel("seed_compact"), lanes, d_slot, cuda.scratch_copy(np.cumsum(bands) - bands),
-                        cuda.scratch_copy(bands.astype(np.int32)), *rows_args, band_contig, band_lo, band_hi, *out)
+            cuda.launch(kernel("seed_compact"), lanes, d_begin, cuda.scratch_copy(np.cumsum(bands) - bands),
+                        cuda.scratch_copy(bands.astype(np.int32)), d_row, begin, n_segs, band_contig, band_lo, band_hi,
+                        *out)
             parts.append((total, *out))
         cands = DeviceCandidates(parts)
         stats.bands = len(cands)
@@ -383,6 +388,24 @@ class DeviceCandidates:
 def _one_group(length, e):
     """Whether the seeded rows share one read length and one e (min == max: no sort, unlike np.unique)."""
     return len(length) > 0 and length.min() == length.max() and e.min() == e.max()
+
+
+def _segments(kernel, row_e, d_slot, slot, row_begin, placed):
+    """(begin, end, row) of the segments the chunk's rows are chained in (seed.cu seed_segments): cut points
+    looked for in blocks of SEGMENT slots, so a row of n hits is chained by up to n / SEGMENT warps."""
+    blocks = -(-np.diff(slot) // SEGMENT)
+    block_row, block_index = ragged_arange(blocks)
+    n = len(block_row)
+    at = cuda.scratch(8 * n)
+    cuda.launch(kernel("seed_segments"), n, row_e, d_slot, row_begin, cuda.scratch_copy(block_row.astype(np.int32)),
+                cuda.scratch_copy(block_index.astype(np.int32)), n, SEGMENT, *placed, at)
+    at = cuda.from_device(at, (n,), np.int64)
+    cut = at >= 0
+    begin, row = at[cut], block_row[cut].astype(np.int32)
+    end = np.append(begin[1:], 0)
+    last = np.append(row[1:] != row[:-1], True)  # a row's last segment ends where the row does
+    end[last] = slot[row[last] + 1]
+    return begin, end, row
 
 
 def _chunks(hits, capacity):

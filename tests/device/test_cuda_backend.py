@@ -40,8 +40,10 @@ def same(a, b):
 def test_gpu_seeding_equals_numpy(backend, device_layer, monkeypatch, request, index_dir, genome, reads, e, capacity,
                                   by_row):
     """Both placements of seed.cu (seed_place, a thread a hit, the GPU's; seed_place_rows, a thread a row, the
-    host's) on either layer."""
+    host's) on either layer; chunked: launches of at most 50 hits, and rows chained in segments cut every 3
+    slots where they may be (seed_segments), so most rows are chained in many pieces."""
     monkeypatch.setattr(cuda_mapping, "BAND_CAPACITY", capacity)
+    monkeypatch.setattr(cuda_mapping, "SEGMENT", 1024 if capacity > 50 else 3)
     monkeypatch.setattr(device_layer, "SEED_BY_ROW", by_row)
     index = load_index(genome, index_dir(genome))
     batch, rows = batch_rows(reads or request.getfixturevalue("na12878_fastq"), 600, e)
