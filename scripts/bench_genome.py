@@ -27,8 +27,8 @@ Stage seconds are wall seconds except align and output, which are CPU seconds su
 processes (the run summary's convention). The report is printed as Markdown tables.
 Run time at 3.1 Gbp on one H100 host: `copies48` (issue 17's figures at 0faf558) ~75 s for proxy and
 reads, ~85 s index build, ~40 s per run of 1M reads, ~100 s for 1,000 pathological reads, razers3 ~94
-reads/s. `human` as measured at 65afb8e: proxy 59.6 s, index 88.3 s, but mapping runs at about 700 reads/s
-(its SINE-family reads have ~67 loci each): use --reads 50000 or fewer for it. A call too short for a whole
+reads/s. `human` as measured at 0011c3a: proxy 47 s, index 100 s, 200,000 reads in 19 s (~11,000 reads/s
+whole command; its SINE-family reads have ~61 loci each), so ~110 s for 1M reads. A call too short for a whole
 recipe can be split on one machine: a first call with --work DIR --keep-index builds the proxy and the index
 (reused by the next call with the same settings: the index row is the first call's) and every map run is
 printed as it ends. Otherwise the index and SAM files of a recipe are removed once it is measured (a 3.1 Gbp
