@@ -7,7 +7,7 @@ the scan's 32-bit ranks freed before the sort), so a 3.1 Gbp genome takes about 
 """
 import numpy as np
 
-from mapper.device import cuda
+from mapper.device import layer as cuda
 from mapper.errors import UsageError
 
 

@@ -7,12 +7,13 @@ seeding.seed: the same Candidates, in the same order, and the same SeedStats (te
 Seed-and-filter, per batch: sf_walk (a block per strand row, a thread per pattern) counts each row's hits;
 rows are cut into chunks whose hits fit CAPACITY keys; per chunk sf_walk again writes the candidate keys into
 per-row segments, sf_dedup sorts and de-duplicates each segment on the device, sf_gather packs the distinct
-keys, and only those come back to the host. pycuda is reached through mapper.device.cuda (`cuda` below),
-which the host-emulation tests replace by tests/host_cuda.py, with `launch_rows` replaced by a row loop.
+keys, and only those come back to the host. The device is reached through mapper.device's layer (`cuda`
+below, the GPU's unless a test makes tests/host_cuda.py current with mapper.device.using; those tests also
+replace `launch_rows` by a row loop).
 """
 import numpy as np
 
-from mapper.device import cuda
+from mapper.device import layer as cuda
 from mapper.backends.cuda_mapping import _chunks  # rows cut into chunks of bounded hits, as the k-mer seeder does
 from mapper.neighbourhood.gpu_build import defines
 from mapper.neighbourhood.seeding import substitution_masks

@@ -12,12 +12,12 @@ pb_* kernels.
 4. pb_peel (a thread per bucket): hashing.build_phf's perfect hash of the block (the same synchronous peeling
    rounds, the same J re-draws, the same g), pb_pack its 2-bit g.
 On the host stay the FASTA parsing (read_fasta), prefix sums over the 4**ls buckets and the arrays' download.
-`cuda` is mapper.device.cuda, which the host-emulation tests replace by tests/host_cuda.py (with `sort_buckets`,
-the one kernel using __syncthreads, replaced by numpy).
+`cuda` is mapper.device's layer: the GPU's, or tests/host_cuda.py where the host-emulation tests make it current
+(mapper.device.using; they replace `sort_buckets`, the one kernel using __syncthreads, by numpy).
 """
 import numpy as np
 
-from mapper.device import cuda
+from mapper.device import layer as cuda
 from mapper.neighbourhood.hashing import MAX_ATTEMPTS, Phf, third_sizes
 
 LOOKUP_CODES = {"phf": 0, "binary": 1, "list": 2}

@@ -8,7 +8,7 @@ import pytest
 import host_cuda
 from conftest import LAMBDA, MEASLES, SHIGELLA
 from mapper.backends import cuda_index
-from mapper.device import cuda_available
+from mapper.device import cuda_available, using
 from mapper.index import build_arrays, build_index, load_index
 from mapper.reference import Reference, read_fasta
 
@@ -25,11 +25,12 @@ class NumpyKernels:
 
 
 @pytest.fixture(params=["host", pytest.param("gpu", marks=pytest.mark.gpu)])
-def build(request, monkeypatch):
+def build(request):
     if request.param == "host":
-        monkeypatch.setattr(cuda_index, "cuda", host_cuda)
-        return lambda reference, ws: cuda_index.build_arrays(reference, ws, NumpyKernels())
-    return cuda_index.build_arrays
+        with using(host_cuda):
+            yield lambda reference, ws: cuda_index.build_arrays(reference, ws, NumpyKernels())
+    else:
+        yield cuda_index.build_arrays
 
 
 def with_ns_and_contigs():

@@ -16,6 +16,7 @@ import pytest
 import host_cuda
 from cli_checks import without_pg
 from conftest import LAMBDA, MEASLES, READS, SHIGELLA, SPACED
+from mapper.device import using
 from mapper.neighbourhood import gpu, gpu_build, lookup, seeding
 from mapper.neighbourhood.index import build_arrays, packed_keys
 from mapper.reference import read_fasta
@@ -43,13 +44,14 @@ def numpy_lookup(index, block, key, nb_errors):
 
 @pytest.fixture
 def emulated(monkeypatch):
-    """gpu.py on tests/host_cuda.py; a row-per-block launch becomes one single-thread launch per row."""
-    monkeypatch.setattr(gpu, "cuda", host_cuda)
-
+    """gpu.py on tests/host_cuda.py (the current device layer for the test); a row-per-block launch becomes
+    one single-thread launch per row."""
     def rows_one_by_one(kernel, first_row, n, *args):
         for row in range(first_row, first_row + n):
             host_cuda.launch(kernel, 1, *args, np.int32(row), block=1)
     monkeypatch.setattr(gpu, "launch_rows", rows_one_by_one)
+    with using(host_cuda):
+        yield
 
 
 @pytest.mark.parametrize("method", lookup.LOOKUPS)
@@ -192,10 +194,10 @@ def numpy_sort_buckets(kernel, words, d_boff, n_buckets):
 
 @pytest.mark.parametrize("genome,mask,ln", [(MEASLES, SPACED, 7), (LAMBDA, "####", 4), ("two", "###", 3)])
 def test_build_kernels_on_the_host(monkeypatch, tmp_path, genome, mask, ln):
-    monkeypatch.setattr(gpu_build, "cuda", host_cuda)
     monkeypatch.setattr(gpu_build, "sort_buckets", numpy_sort_buckets)
     reference = two_contigs_with_n(tmp_path) if genome == "two" else read_fasta(genome, tmp_path / "g.fai")
-    cpu = assert_same_build(reference, mask, ln)
+    with using(host_cuda):
+        cpu = assert_same_build(reference, mask, ln)
     assert cpu[4].seed_j.max() > 0  # some blocks needed a second hash member
 
 
