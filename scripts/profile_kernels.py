@@ -1,14 +1,17 @@
 #!/usr/bin/env python3
-"""Where a `gkmap map` run spends its GPU time: every kernel launch timed, summed per kernel.
+"""Where a `gkmap map` run spends its kernel time: every kernel launch timed, summed per kernel.
 
-    scripts/profile_kernels.py REFERENCE READS [-e 5] [--batch-size N] [--index-dir DIR] [--top 20]
+    scripts/profile_kernels.py REFERENCE READS [-e 5] [--device cuda|cpu] [--batch-size N] [--index-dir DIR]
+        [-t 4] [--top 20]
 
-Runs `gkmap map` in this process (SAM to /dev/null) with each launch of mapper/device/cuda.py bracketed by
-CUDA events and a synchronisation, then prints per kernel: launches, GPU seconds, share of the kernels'
-total, and the run's own summary (stage wall seconds). The synchronisation serialises the stream, so the
-run is slower than a plain one; the kernel seconds are what each kernel costs, and the gap between a
-stage's wall seconds and its kernels' seconds is host work (prefix sums, copies, Python) in that stage.
-Why a script and not nsys: the GPU machines lent to the project carry no profiler.
+Runs `gkmap map` in this process (SAM to /dev/null) with each launch of the device layer (cuda:
+mapper/device/cuda.py, bracketed by CUDA events and a synchronisation; cpu: mapper/device/host.py, the
+kernels compiled for the host, timed by the clock) measured, then prints per kernel: launches, threads,
+seconds, share of the kernels' total, and the run's own summary (stage wall seconds). On the GPU the
+synchronisation serialises the stream, so the run is slower than a plain one; the kernel seconds are what
+each kernel costs, and the gap between a stage's wall seconds and its kernels' seconds is host work
+(prefix sums, copies, Python) in that stage. Why a script and not nsys: the GPU machines lent to the
+project carry no profiler.
 """
 import argparse
 import collections
@@ -16,23 +19,23 @@ import logging
 import sys
 import time
 
-from mapper.device import cuda
+from mapper.device import cuda, host
 from mapper.options import MapOptions
 from mapper.runners import map_reads
 
 
-def timed_launches(totals):
-    """Replace cuda.launch with a version that adds each launch's GPU seconds to totals[name]."""
-    plain = cuda.launch
+def timed_launches(layer, totals):
+    """Replace the layer's launch with one that adds each launch's seconds to totals[kernel name]."""
+    plain = layer.launch
 
-    def launch(kernel, n, *args):
-        with cuda.Timer() as timer:
-            plain(kernel, n, *args)
+    def launch(kernel, n, *args, **options):
+        with layer.Timer() as timer:
+            plain(kernel, n, *args, **options)
         entry = totals[getattr(kernel, "name", str(kernel))]
         entry[0] += 1
         entry[1] += timer.seconds
         entry[2] += n
-    cuda.launch = launch
+    layer.launch = launch
 
 
 def main():
@@ -43,19 +46,22 @@ def main():
     p.add_argument("--batch-size", type=int, default=100_000)
     p.add_argument("--index-dir")
     p.add_argument("--filter", default="none")
+    p.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
+    p.add_argument("-t", "--threads", type=int, default=4)
     p.add_argument("--top", type=int, default=20)
     args = p.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
     totals = collections.defaultdict(lambda: [0, 0.0, 0])
-    timed_launches(totals)
-    opts = MapOptions(args.reference, args.reads, e=args.e, device="cuda", output="/dev/null", quiet=True,
-                      batch_size=args.batch_size, index_dir=args.index_dir, filter=args.filter, threads=4).check()
+    timed_launches(cuda if args.device == "cuda" else host, totals)
+    opts = MapOptions(args.reference, args.reads, e=args.e, device=args.device, output="/dev/null", quiet=True,
+                      batch_size=args.batch_size, index_dir=args.index_dir, filter=args.filter,
+                      threads=args.threads).check()
     t = time.perf_counter()
     map_reads(opts)
     wall = time.perf_counter() - t
     kernel_total = sum(v[1] for v in totals.values()) or 1.0
-    print(f"\nrun {wall:.2f} s; kernels {kernel_total:.2f} GPU-s\n")
-    print("| kernel | launches | threads | GPU s | share |")
+    print(f"\nrun {wall:.2f} s; kernels {kernel_total:.2f} s ({args.device})\n")
+    print("| kernel | launches | threads | s | share |")
     print("|---|---|---|---|---|")
     for name, (calls, seconds, threads) in sorted(totals.items(), key=lambda kv: -kv[1][1])[:args.top]:
         print(f"| {name} | {calls} | {threads:,} | {seconds:.3f} | {seconds / kernel_total:.1%} |")
