@@ -127,7 +127,10 @@ __device__ __forceinline__ void reset(u64 (&Pv)[MAX_WORDS], u64 (&Mv)[MAX_WORDS]
 
 /* The forward, semi-global pass: D[j] = the last row at column j (one byte, 255 for the `skip` leading
  * columns and for distances above 254) for j < W. Returns the fewest edits over the columns from `skip`
- * on, or e + 1 when none is within e. */
+ * on, or e + 1 when none is within e. The last row moves by at most one a column, so once its score
+ * exceeds e by more than the columns left, no later column can come within e: the pass stops there and
+ * the rest of D is 255 (a candidate window that is no alignment, most of them, stops about a third of
+ * the way before its end). */
 __device__ __forceinline__ int last_row(const uint8_t *read, int L, const uint8_t *win, int W, int skip, int e,
                                         uint8_t *D)
 {
@@ -141,6 +144,11 @@ __device__ __forceinline__ int last_row(const uint8_t *read, int L, const uint8_
         D[j] = j < skip ? 255 : (uint8_t)min(score, 255);
         if (j >= skip)
             best = min(best, score);
+        if (score - (W - 1 - j) > e) {
+            for (int rest = j + 1; rest < W; ++rest)
+                D[rest] = 255;
+            break;
+        }
     }
     return best;
 }
