@@ -26,6 +26,8 @@ from mapper.verify import MAX_ENDS, Mappings, kernel_defines, verify as host_ver
 COLUMNS = (np.int32, np.int32, np.int64, np.int64)  # device candidates: row, contig, lo, hi
 BAND_CAPACITY = 1 << 25  # hits (band slots) per seeding launch; rows are launched in chunks that fit
 SEGMENT = 1024  # slots of a row in which seed_segments looks for one place to cut it for chaining
+ROW_BLOCK = 16  # rows a host thread takes at a time in seed_place_rows: a repeat read's row costs thousands of
+                # others', so the usual blocks of 256 rows left threads idle beside the block that held it
 RESERVE = 4 << 30  # device memory kept for a batch's buffers when --gpu-memory does not say how much to use
 MARGIN = 4096  # bases of the neighbouring contigs an index part holds on either side (index_parts.py)
 WHOLE = (0, 1 << 62)  # the core range of the one-part index: every position
@@ -151,9 +153,9 @@ class CudaBackend(Backend):
             diag_contig, diag_value, diag_flags = cuda.scratch(4 * capacity), cuda.scratch(8 * capacity), cuda.scratch(capacity)
             lists, placed = (list_offsets, positions, core[0], core[1], contig_starts), (diag_contig, diag_value,
                                                                                        diag_flags)
-            if cuda.SEED_BY_ROW:  # the host: merge each row's lists (seed.cu seed_place_rows)
+            if cuda.SEED_BY_ROW:  # the host: merge each row's lists (seed.cu seed_place_rows), ROW_BLOCK rows
                 cuda.launch(kernel("seed_place_rows"), count, key, flags, d_nk, d_kfirst, dev.e, d_slot, *rows_args,
-                            *lists, n_contigs, *placed)
+                            *lists, n_contigs, *placed, block=ROW_BLOCK)
             else:  # the GPU: one thread per hit, placed by binary searches, adjacency read from the reference
                 hit_kmer = cuda.scratch(4 * capacity)
                 cuda.launch(kernel("seed_hit_kmers"), group * (k_end - k_begin), flags, kmer_row, kmer_hit, size,
