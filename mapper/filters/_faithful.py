@@ -31,7 +31,7 @@ _NIBBLE = np.array([0 if v == 0 else 2 if v in (0x5, 0x6, 0x9, 0xA, 0xB, 0xD) el
 _v = np.arange(1 << 16)
 NIBBLE_COUNT16 = (_NIBBLE[_v & 15] + _NIBBLE[(_v >> 4) & 15] + _NIBBLE[(_v >> 8) & 15]
                   + _NIBBLE[_v >> 12]).astype(np.int16)
-POPCOUNT16 = np.array([bin(v).count("1") for v in range(1 << 16)], dtype=np.int16)
+POPCOUNT16 = _bitvec.POPCOUNT16.astype(np.int16)
 del _v
 
 
