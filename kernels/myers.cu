@@ -173,6 +173,24 @@ __device__ __forceinline__ int leftmost_start(const u64 (&pA)[MAX_WORDS], const 
     return end - farthest + 1;
 }
 
+/* The cover of a stored last row D, by the level-by-level sweep described above (D is overwritten); the
+ * k-th end taken goes to take(k, column, d). Returns how many ends were taken. */
+template <typename Take>
+__device__ __forceinline__ int take_cover(uint8_t *D, int W, int best, int e, Take take)
+{
+    int count = 0;
+    for (int d = best; d <= e; ++d) {
+        for (int j = 0; j < W; ++j) {
+            if (D[j] != d)
+                continue;
+            take(count++, j, d);
+            for (int c = j > e ? j - e : 0; c <= min(j + e, W - 1); ++c)
+                D[c] = 255;
+        }
+    }
+    return count;
+}
+
 extern "C" __global__ void verify_windows(
     const uint8_t *__restrict__ genome, const uint8_t *__restrict__ reads,
     const long long *__restrict__ read_start, const int *__restrict__ read_len,
@@ -203,24 +221,16 @@ extern "C" __global__ void verify_windows(
     }
     best_out[i] = best;
 
-    /* The cover, level by level (see above). */
-    int count = 0;
+    /* the first MAX_ENDS ends kept in registers (a constant index after unrolling) */
     int ends[MAX_ENDS], dist[MAX_ENDS];
-    for (int d = best; d <= e; ++d) {
-        for (int j = 0; j < W; ++j) {
-            if (D[j] != d)
-                continue;
+    const int count = take_cover(D, W, best, e, [&](int taken, int column, int d) {
 #pragma unroll
-            for (int k = 0; k < MAX_ENDS; ++k)
-                if (k == count) {
-                    ends[k] = j;
-                    dist[k] = d;
-                }
-            ++count;
-            for (int c = j > e ? j - e : 0; c <= min(j + e, W - 1); ++c)
-                D[c] = 255;
-        }
-    }
+        for (int k = 0; k < MAX_ENDS; ++k)
+            if (k == taken) {
+                ends[k] = column;
+                dist[k] = d;
+            }
+    });
     n_ends_out[i] = count;
     if (count > MAX_ENDS)
         return;
@@ -269,18 +279,10 @@ extern "C" __global__ void verify_wide(
     }
     best_out[i] = best;
     int *ends = ends_out + cover_offset[i], *edits = edits_out + cover_offset[i];
-    int count = 0;
-    for (int d = best; d <= e; ++d) {
-        for (int j = 0; j < W; ++j) {
-            if (D[j] != d)
-                continue;
-            ends[count] = j;
-            edits[count] = d;
-            ++count;
-            for (int c = j > e ? j - e : 0; c <= min(j + e, W - 1); ++c)
-                D[c] = 255;
-        }
-    }
+    const int count = take_cover(D, W, best, e, [&](int taken, int column, int d) {
+        ends[taken] = column;
+        edits[taken] = d;
+    });
     n_ends_out[i] = count;
     u64 pA[MAX_WORDS], pC[MAX_WORDS], pG[MAX_WORDS], pT[MAX_WORDS];
     build_peq(read, L, 1, pA, pC, pG, pT);
