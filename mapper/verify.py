@@ -67,11 +67,16 @@ def verify(rows, cands, reference, budget=1 << 25):
     chunks of at most `budget` reference bases, so memory is bounded whatever the batch holds."""
     wstart, wend = cands.windows(rows, reference)
     width = wend - wstart
-    chunk = np.cumsum(width) // budget
-    cut = np.flatnonzero(np.diff(chunk)) + 1
     parts = [_verify_chunk(rows, cands.row[a:b], cands.contig[a:b], wstart[a:b], width[a:b], reference)
-             for a, b in zip(np.r_[0, cut], np.r_[cut, len(width)])]
+             for a, b in column_chunks(width, budget)]
     return Mappings.concat(parts) if parts else _no_mappings()
+
+
+def column_chunks(width, budget):
+    """(a, b) ranges of windows whose widths add up to about `budget` columns each (a wider window alone):
+    what bounds the memory of a verification whatever the windows."""
+    cut = np.flatnonzero(np.diff(np.cumsum(width) // budget)) + 1
+    return zip(np.r_[0, cut], np.r_[cut, len(width)])
 
 
 def _verify_chunk(rows, row, contig, wstart, width, reference):
@@ -127,11 +132,9 @@ def wide_covers(layer, genome, codes, read_start, read_len, e, win_start, win_le
     the kernel keeps each window's last row in memory: the memory is bounded whatever the windows. Returns
     (window, end, edits, start) like window_covers, ordered by window, then the order the ends were taken."""
     width = np.asarray(win_len, dtype=np.int64)
-    chunk = np.cumsum(width) // budget
-    cut = np.flatnonzero(np.diff(chunk)) + 1
     parts = [_wide_chunk(layer, genome, codes, read_start[a:b], read_len[a:b], e[a:b], win_start[a:b],
                          width[a:b], None if skip is None else skip[a:b], a, launch)
-             for a, b in zip(np.r_[0, cut], np.r_[cut, len(width)])]
+             for a, b in column_chunks(width, budget)]
     return tuple(np.concatenate(column) for column in zip(*parts))
 
 
