@@ -179,6 +179,8 @@ def razers3(label, genome, reads, n, gkmap_sam, work, args):
     lost = lost_loci(theirs, sam_ends(gkmap_sam, names), args.e)
     loci = sum(len(v) for v in theirs.values())
     sam.unlink()
+    print(f"{label}: {len(names):,} reads in {seconds:.1f} s, {loci:,} loci, {lost:,} not in gkmap's SAM",
+          file=sys.stderr, flush=True)
     row = dict(run=label, reads=f"{len(names):,}", whole_s=f"{seconds:.1f}", whole_rate=f"{len(names) / seconds:,.0f}",
                load_s="-", steady_rate="-", hits="-", windows="-", verified="-", loci=f"{loci / len(names):,.1f}",
                stages="-", rss=f"{gib(host.main)} / {gib(host.tree)}", gpu="-", lost="-")

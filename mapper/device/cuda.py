@@ -218,10 +218,11 @@ def from_device(buffer, shape, dtype):
     return driver().from_device(buffer, shape, np.dtype(dtype))
 
 
-def launch(kernel, n, *args):
-    """Run `kernel(*args)` with one thread per item of n, in blocks of BLOCK (the kernels check tid < n)."""
+def launch(kernel, n, *args, block=BLOCK):
+    """Run `kernel(*args)` with one thread per item of n, in blocks of `block` threads (the kernels check
+    tid < n); the same call as host.launch, whose `block` is the items a host thread takes at a time."""
     if n:
-        kernel(*args, block=(BLOCK, 1, 1), grid=(-(-n // BLOCK), 1))
+        kernel(*args, block=(block, 1, 1), grid=(-(-n // block), 1))
 
 
 class Timer:
