@@ -9,6 +9,7 @@ or until it is named with --stage):
     filter-accuracy    Table 1: false accepts / rejects of faithful and improved GateKeeper vs edlib, E = 0..10 % L
     filter-throughput  Table 2/3: kernel and filter time, pairs/s, host- vs device-encoded, 100/150/250 bp
     end-to-end         Table 4: gkmap map with and without the filter, cpu and cuda backends
+    end-to-end-genome  Table 4 on a whole genome: the 3.1 Gbp proxy (scripts/genome_proxy.py), cuda backend
     power              Table 5: GPU power and utilisation through NVML (GPU machine only)
     multi-gpu          Tables S.21-S.23: filter and mapper on 1..4 GPUs (scripts/bench_multigpu.py; 2+ GPUs)
     report             REPORT.md, one CSV per table, figures (matplotlib) and the summary of headline claims
@@ -29,7 +30,8 @@ from paper import accuracy, endtoend, multigpu, report, sets, throughput  # noqa
 from paper.common import ROOT, STAGES, Context, Missing, load_stage, missing_record  # noqa: E402
 
 RUNNERS = {"sets": sets.run, "filter-accuracy": accuracy.run, "filter-throughput": throughput.run,
-           "end-to-end": endtoend.run, "power": throughput.run_power, "multi-gpu": multigpu.run}
+           "end-to-end": endtoend.run,
+           "end-to-end-genome": endtoend.run_genome, "power": throughput.run_power, "multi-gpu": multigpu.run}
 log = logging.getLogger("paper")
 
 

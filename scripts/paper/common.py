@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-STAGES = ("sets", "filter-accuracy", "filter-throughput", "end-to-end", "power", "multi-gpu")
+STAGES = ("sets", "filter-accuracy", "filter-throughput", "end-to-end", "end-to-end-genome", "power", "multi-gpu")
 FILTERS = ("none", "gatekeeper", "gatekeeper-faithful")
 CHR20 = "genomes/human_GRCh37_chr20.fa.gz"
 log = logging.getLogger("paper")
@@ -42,10 +42,12 @@ FULL_ES = {100: [0, 1, 2, 3, 4, 5, 6, 8, 10], 150: [0, 2, 4, 6, 8, 10, 12, 15],
 SIZES = {
     True: dict(set_reads=150, set_pairs=1500, pairs={"cpu": 1 << 13, "cuda device": 1 << 21, "cuda host": 1 << 21},
                repeats={"cpu": 1, "cuda": 1}, e2e_reads={"cpu": 300, "cuda": 20_000}, e2e=((100, 5), (150, 8)),
+               e2e_genome=(3.1, 20_000),
                power_seconds=1.0, es=QUICK_ES),
     False: dict(set_reads=5000, set_pairs=100_000,
                 pairs={"cpu": 1 << 17, "cuda device": 1 << 22, "cuda host": 1 << 19}, repeats={"cpu": 3, "cuda": 1},
                 e2e_reads={"cpu": 5000, "cuda": 100_000}, e2e=((100, 5), (150, 8), (300, 15)), power_seconds=5.0,
+                e2e_genome=(3.1, 200_000),
                 es=FULL_ES),
 }
 

@@ -35,6 +35,7 @@ def test_report_lists_every_table_and_the_missing_gpu_stage(paper):
                     "## 4. End-to-end mapping", "## Missing or incomplete stages"):
         assert heading in report
     assert "(`power`): missing: no CUDA GPU here" in report  # --device cpu: power needs NVML on a GPU
+    assert "(`end-to-end-genome`): missing: the whole-genome rows run on the cuda backend only" in report
     assert "*Measured " in report and "command `reproduce_paper.py --quick" in report
     for name in ("table0_candidate_sets", "table1_filter_accuracy", "table2_filter_throughput", "table4_end_to_end",
                  "table6_summary"):
