@@ -45,6 +45,7 @@ from mapper.verify import Mappings, select_loci
 
 MAX_WORKERS = 16
 SLICE_READS = 10_000  # reads per worker job: small enough to spread a batch, large enough to amortise pickling
+INLINE_MAPPINGS = 100_000  # a short batch with more verified mappings than this is rendered in processes too
 
 
 @dataclass
@@ -121,10 +122,16 @@ def render(batch, rows, maps, reference, best, max_records, want_unmapped, read_
     return Rendered(sam, unmapped, found.nh, len(loci), t1 - t0, time.perf_counter() - t1)
 
 
-def _slice_bounds(n, workers):
-    """[a, b) read ranges that cut a batch of n reads into worker jobs."""
-    step = max(1, min(SLICE_READS, -(-n // workers)))
-    return [(a, min(a + step, n)) for a in range(0, n, step)]
+def _slice_bounds(n, workers, rows):
+    """[a, b) read ranges that cut a batch of n reads into worker jobs of about equal work: a read weighs
+    one plus its verified mappings (`rows`, the mappings' strand rows), so that a few repeat reads with
+    10^5 loci each are spread over the workers as a batch of ordinary reads is. At least one job per
+    worker and per SLICE_READS reads; a read is never cut."""
+    weight = np.cumsum(1 + np.bincount(rows % n, minlength=n) if n else np.zeros(0, np.int64))
+    jobs = min(n, max(workers, -(-n // SLICE_READS)))
+    cuts = np.searchsorted(weight, weight[-1] * np.arange(1, jobs) / jobs, side="right") if jobs else []
+    bounds = np.unique(np.concatenate([[0], cuts, [n]]))
+    return [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:])]
 
 
 def _slice(batch, e, maps, a, b):
@@ -335,8 +342,10 @@ class HostWorkers:
     (batch, [Rendered]) of the oldest batches, in submission order, once done (all of them, waiting, when
     block is True); their texts are str or SpilledText, written with outputs.emit. At most 2 x workers slices are
     in flight, which bounds the memory held for pending batches. The processes start with the first full
-    batch (`batch_size` reads): a run of one short batch is rendered inline, as the start-up would cost more
-    than it saves; a caller that knows the input is big starts them earlier (`spawn`, then `adopt`)."""
+    batch (`batch_size` reads) or the first with more than INLINE_MAPPINGS mappings (repeat reads: 600 of
+    them can have 16 M loci at genome scale); a run of one short batch of ordinary reads is rendered inline,
+    as the start-up would cost more than it saves; a caller that knows the input is big starts them earlier
+    (`spawn`, then `adopt`)."""
 
     def __init__(self, workers, batch_size, reference, best, max_records, want_unmapped, read_group=None):
         self.workers = max(1, min(int(workers), MAX_WORKERS))
@@ -379,10 +388,11 @@ class HostWorkers:
             self._pool = _new_pool(self.workers)
 
     def submit(self, batch, rows, maps):
-        # inline: one worker, a short batch before any full one, or a daemonic process (a Dask worker by
+        # inline: one worker, a short light batch before any full one, or a daemonic process (a Dask worker by
         # default), which may not start processes of its own; processes already spawned are always used
+        short = len(batch) < self.batch_size and len(maps.row) <= INLINE_MAPPINGS
         if self._tmp is None and self._pool is None and (
-                self.workers == 1 or len(batch) < self.batch_size or multiprocessing.current_process().daemon):
+                self.workers == 1 or short or multiprocessing.current_process().daemon):
             self._pending.append((batch, None, [render(batch, rows, maps, self.reference, *self.options)]))
             return
         if self._tmp is None:
@@ -391,7 +401,7 @@ class HostWorkers:
         with _signals_blocked():
             futures = [self._pool.submit(_render_job, self._tmp.name, path, layout, batch.first, a, b, self.options,
                                          self._spill.name)
-                       for a, b in _slice_bounds(len(batch), self.workers)]
+                       for a, b in _slice_bounds(len(batch), self.workers, maps.row)]
         self._pending.append((batch, path, futures))
 
     def submit_call(self, key, size, function, *args):

@@ -1,7 +1,8 @@
 """The cuda backend of `gkmap kmers count`: parsing, k-mer building, sort + RLE and table encoding on the GPU.
 
 The host reads the input and writes the table; everything per base or per k-mer runs in kernels/kmer_*.cu,
-launched through mapper.device.cuda (pycuda is imported there, on first use):
+launched through the device seam (mapper.device.layer: the GPU's mapper/device/cuda.py, which imports pycuda
+on first use, or a layer that tests inject with mapper.device.using):
 
     FASTA text --(kmer_extract.cu: fasta_bytes, fasta_lines, keep_flags/scan/keep_compact)--> codes
     codes      --(pack_words, kmer_flags/scan/kmer_keys)--> keys appended to the device buffer
@@ -25,7 +26,7 @@ import time
 
 import numpy as np
 
-from mapper.device import cuda
+from mapper.device import layer as cuda
 from mapper.kmers.fasta import CODE_ODD, CODE_SKIP, general_codes
 from mapper.kmers.layout import encode_table
 from mapper.kmers.merge import MemoryRun

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from mapper.device import cuda as real_cuda
-from mapper.device import host
+from mapper.device import host, using
 from mapper.kmers import backend as backend_module
 from mapper.kmers import gpu, layout
 from mapper.kmers.count import sort_count
@@ -242,11 +242,10 @@ class HostDevice:
 
 @pytest.fixture(scope="module")
 def host_kernels():
-    """gpu.CudaKernels on the host (gpu.py's `cuda` replaced for the module's tests)."""
-    patch = pytest.MonkeyPatch()
-    patch.setattr(gpu, "cuda", HostDevice())
-    yield gpu.CudaKernels()
-    patch.undo()
+    """gpu.CudaKernels on the host: HostDevice is the active device layer for the module's tests (injected
+    through the device seam, mapper.device.using)."""
+    with using(HostDevice()):
+        yield gpu.CudaKernels()
 
 
 @pytest.fixture(scope="module")

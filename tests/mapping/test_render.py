@@ -53,6 +53,34 @@ def test_processes_spawned_before_the_index_render_short_batches_too(mapped):
     assert (got.sam, got.unmapped, got.records) == (want.sam, want.unmapped, want.records)
 
 
+def test_short_batch_with_many_mappings_renders_in_processes(mapped, monkeypatch):
+    """A batch shorter than batch_size but with more mappings than INLINE_MAPPINGS (a few repeat reads at
+    genome scale) starts the render processes instead of rendering in the main process; same bytes."""
+    import mapper.render as render_module
+    index, batch, rows, maps = mapped
+    monkeypatch.setattr(render_module, "INLINE_MAPPINGS", len(maps.row) - 1)
+    want = render(batch, rows, maps, index.reference, False, None, True)
+    with HostWorkers(3, 10 ** 6, index.reference, False, None, True) as workers:
+        got = workers.render_now(batch, rows, maps)
+        assert workers._pool is not None
+    assert (got.sam, got.unmapped, got.records) == (want.sam, want.unmapped, want.records)
+
+
+def test_slices_carry_equal_mappings_not_equal_reads():
+    """Worker jobs are cut by reads plus mappings: three repeat reads holding most of a batch's mappings
+    get jobs of their own, and the jobs cover the batch once, in order."""
+    from mapper.render import _slice_bounds
+    n = 1000
+    rows = np.concatenate([np.full(30_000, 10), np.full(30_000, n + 500), np.full(30_000, 990), np.arange(2 * n)])
+    bounds = _slice_bounds(n, 4, rows)
+    assert bounds[0][0] == 0 and bounds[-1][1] == n and all(b == c for (_, b), (c, _) in zip(bounds, bounds[1:]))
+    weight = lambda a, b: (b - a) + int(np.isin(rows % n, np.arange(a, b)).sum())
+    assert max(weight(a, b) for a, b in bounds) < 2 * (n + len(rows)) / 4
+    assert sum(a <= r < b for a, b in bounds for r in (10, 500, 990)) == 3 and len(bounds) == 4
+    assert _slice_bounds(50_000, 2, np.arange(0)) == [(0, 10_000), (10_000, 20_000), (20_000, 30_000),
+                                                      (30_000, 40_000), (40_000, 50_000)]
+
+
 def test_map_with_early_processes_equals_inline(tmp_path, monkeypatch, index_dir):
     """gkmap map on a 'big' input (render processes spawned while the index opens) writes the SAM of an
     inline run, byte for byte after the @PG line."""
