@@ -89,8 +89,9 @@ def part_lists(offsets, positions, part):
     with concurrent.futures.ThreadPoolExecutor(min(THREADS, max(len(blocks), 1))) as pool:
         cut = list(pool.map(lambda block: _cut_block(offsets, positions, part, *block), blocks))
     running = 0
-    for i0, i1, before, kept in cut:
-        local[i0:i1] = running + before
+    for i0, i1, before, kept in cut:  # `before` counts within a block (int32); `running` passes 2^31 in a big part
+        local[i0:i1] = before
+        local[i0:i1] += offsets.dtype.type(running)
         running += len(kept)
     local[np.searchsorted(offsets, offsets.dtype.type(n_positions), side="left"):] = running  # buckets at the end
     return local, (np.concatenate([kept for *_, kept in cut]) if cut else np.zeros(0, dtype=np.uint32))

@@ -210,7 +210,10 @@ def shifted(buffer, by):
 
 
 def free_memory():
-    """Bytes of device memory free now (cuMemGetInfo)."""
+    """Bytes of device memory free now (cuMemGetInfo), once the pool has given back the blocks it keeps for
+    reuse: an earlier run in this process (the API, a benchmark) may have left gigabytes there, and an index
+    load that did not count them would map a genome in parts that fits whole."""
+    _pool().free_held()
     return driver().mem_get_info()[0]
 
 
