@@ -402,7 +402,15 @@ __device__ __forceinline__ int improved_estimate(const uint32_t (&rh)[NW], const
             return mismatches;
     }
 
-    // stage 1: pieces that match exactly on no diagonal
+    // stage 1: pieces that match exactly on no diagonal. The pieces' masks are made once, before the
+    // diagonals: the GPU folds them into constants either way, the host (which does not unroll) would
+    // otherwise work each one out again for every diagonal, most of the filter's time there.
+    uint32_t piece[NPIECES][NW];
+#pragma unroll
+    for (int j = 0; j < NPIECES; j++)
+#pragma unroll
+        for (int w = 0; w < NW; w++)
+            piece[j][w] = span(piece_bound(j), piece_bound(j + 1), w);
     unsigned long long matched = 0;
 #pragma unroll
     for (int d = DMIN; d <= DMAX; d++) {
@@ -412,13 +420,11 @@ __device__ __forceinline__ int improved_estimate(const uint32_t (&rh)[NW], const
             f[w] = MATCH(d, w);
 #pragma unroll
         for (int j = 0; j < NPIECES; j++) {
-            bool whole = true;
+            uint32_t missing = 0;  // the piece's columns that do not match on d
 #pragma unroll
-            for (int w = 0; w < NW; w++) {
-                const uint32_t m = span(piece_bound(j), piece_bound(j + 1), w);
-                whole = whole && (f[w] & m) == m;
-            }
-            matched |= (unsigned long long)whole << j;
+            for (int w = 0; w < NW; w++)
+                missing |= piece[j][w] & ~f[w];
+            matched |= (unsigned long long)(missing == 0) << j;
         }
     }
     if (NPIECES - __popcll(matched) > E)
