@@ -30,7 +30,7 @@ class MapOptions:
     max_records: int = None     # -n
     index_dir: str = None
     batch_size: int = 100_000
-    gpu_memory: int = None      # --gpu-memory: device bytes the index may take (None: free memory less a reserve)
+    gpu_memory: int = None      # --gpu-memory: device bytes the run may take (None: no bound but the GPU)
     threads: int = None         # -t: host processes rendering CIGAR/MD and SAM (None: the cores but one, at most 16)
     quiet: bool = False
     command_line: str = "gkmap map"

@@ -5,7 +5,7 @@ same tests run against the real device (tests marked `gpu`)."""
 import numpy as np
 
 from mapper.device.host import (SHIM, Timer, copy_into, free_memory, from_device, function, launch,  # noqa: F401
-                                  memset, shifted, to_device, upload)
+                                  memset, shifted, to_device, trim_pool, upload)
 
 
 GROUP = 32  # the GPU's group size, so the host runs of the tests launch what the GPU launches

@@ -18,17 +18,30 @@ from mapper import device
 from mapper.backends import index_parts
 from mapper.backends.base import Backend
 from mapper.device import layer as cuda
+from mapper.errors import UsageError
 from mapper.filters import windows
 from mapper.filters._gpu import faithful_defines, improved_defines
-from mapper.seeding import Candidates, SeedStats, ragged_arange
+from mapper.seeding import Candidates, SeedStats, hit_groups, ragged_arange
 from mapper.verify import MAX_ENDS, Mappings, kernel_defines, verify as host_verify, wide_covers
 
 COLUMNS = (np.int32, np.int32, np.int64, np.int64)  # device candidates: row, contig, lo, hi
+COLUMN_BYTES = 24  # a device candidate's bytes
 BAND_CAPACITY = 1 << 25  # hits (band slots) per seeding launch; rows are launched in chunks that fit
 SEGMENT = 1024  # slots of a row in which seed_segments looks for one place to cut it for chaining
 ROW_BLOCK = 16  # rows a host thread takes at a time in seed_place_rows: a repeat read's row costs thousands of
                 # others', so the usual blocks of 256 rows left threads idle beside the block that held it
 RESERVE = 4 << 30  # device memory kept for a batch's buffers when --gpu-memory does not say how much to use
+# With --gpu-memory M the whole run stays within M: CONTEXT for the CUDA context and the kernels' code, a
+# working budget W = M / WORK_SHARE for a batch's buffers (at most RESERVE), the rest for the index and the
+# reference (in parts when they need more). W bounds the buffers through the sizes they are cut to:
+# a seeding launch's slots (SLOT_BYTES a slot while the chunk is placed and chained) and the verification
+# of one of its parts (VERIFY_BYTES a window) take a quarter of W each, and the candidates a row group
+# keeps until it is verified (24 bytes a window, fewer windows than seed hits) half of W: the batch is
+# seeded and verified in groups of reads whose seed hits fit (seeding.hit_groups), whatever they hit.
+CONTEXT = 1 << 29
+WORK_SHARE = 5
+SLOT_BYTES = 64     # seed.cu's per-slot arrays (diagonals 13, hit k-mer 4, bands 20) and the band output 24
+VERIFY_BYTES = 160  # gather.cu windows 28, myers.cu outputs 8 + 12 a kept end (MAX_ENDS), found mappings
 MARGIN = 4096  # bases of the neighbouring contigs an index part holds on either side (index_parts.py)
 WHOLE = (0, 1 << 62)  # the core range of the one-part index: every position
 FUSED = {"improved": ("gatekeeper_candidates", improved_defines),  # filter mode -> fused kernel, its -D
@@ -52,6 +65,7 @@ class CudaBackend(Backend):
         self._lists = {}      # part -> its host (offsets, positions), cut out once
         self._part_buffers = None
         self._active = None   # (part, its device offsets, positions, genome pointer) during index_parts
+        self._work = None     # bytes a batch's buffers may take (--gpu-memory), None: as many as they need
 
     def _resident_index(self, index):
         """(offsets, positions, contig starts, contig ends) in device memory, uploaded once per run."""
@@ -64,9 +78,16 @@ class CudaBackend(Backend):
 
     def load(self, index, memory=None):
         """The index and the reference codes to device memory (and the CUDA context made) before the first
-        batch; in parts (index_parts.py) when they need more than `memory` bytes (default: the free
-        device memory less RESERVE)."""
-        budget = memory if memory is not None else cuda.free_memory() - RESERVE
+        batch; in parts (index_parts.py) when they need more than they may take: with `memory` (--gpu-memory),
+        what the run's working budget leaves of it (see CONTEXT), else the free device memory less RESERVE."""
+        if memory is None:
+            budget = cuda.free_memory() - RESERVE
+        else:
+            self._work = min(memory // WORK_SHARE, RESERVE)
+            budget = memory - self._work - CONTEXT
+            if budget <= 0:
+                raise UsageError(f"--gpu-memory {index_parts.size_text(memory)} is too small: a run needs "
+                                 f"{index_parts.size_text(CONTEXT)} for the CUDA context and a working budget")
         need = index_parts.device_bytes(index)
         if need <= budget:
             self._resident_index(index)
@@ -112,6 +133,20 @@ class CudaBackend(Backend):
         finally:
             self._active = None
 
+    def row_groups(self, rows, index):
+        """One group, or with a working budget (--gpu-memory) groups of reads whose seed hits' candidates fit
+        half of it (see CONTEXT)."""
+        if self._work is None:
+            return [rows]
+        return hit_groups(rows, index, max(1, self._work // 2 // COLUMN_BYTES))
+
+    def _capacity(self):
+        """Slots a seeding launch takes (and so windows a verification part holds)."""
+        if self._work is None:
+            return BAND_CAPACITY
+        cuda.trim_pool(self._work)  # what earlier groups left in the pool beyond the budget goes back
+        return max(1, min(BAND_CAPACITY, self._work // 4 // max(SLOT_BYTES, VERIFY_BYTES)))
+
     def seed(self, rows, index):
         """kernels/seed.cu on every strand row: the numpy seeder's candidates and counts, left on the GPU
         (DeviceCandidates) for the verifier; they reach the host only when a host stage asks for them."""
@@ -142,7 +177,7 @@ class CudaBackend(Backend):
         stats = SeedStats(kmers=n_kmers if first_part else 0, hits=int(hits.sum()),
                           seeds=int(cuda.from_device(row_seeds, (n_rows,), np.int32).sum()) if first_part else 0)
         parts = []
-        for begin, end in _chunks(hits, BAND_CAPACITY):
+        for begin, end in _chunks(hits, self._capacity()):
             count = end - begin
             slot = np.concatenate([[0], np.cumsum(hits[begin:end])])
             capacity = int(slot[-1])

@@ -32,9 +32,10 @@ def add_arguments(parser):
     g.add_argument("--index", metavar="DIR", default=d.index_dir, help="index folder")
     g.add_argument("--batch-size", type=int, default=d.batch_size, help="reads per batch")
     g.add_argument("--gpu-memory", metavar="SIZE", default=None,
-                   help="device memory the index and reference may take, e.g. 12G (default: what the GPU has free "
-                        "less 4G for the batches); a bigger index is mapped in parts of whole contigs, with the same "
-                        "output (cuda backend)")
+                   help="device memory the whole run may take, e.g. 20G: a fifth (at most 4G) for the batches, "
+                        "0.5G for the CUDA context, the rest for the index, which is mapped in parts of whole contigs "
+                        "when bigger, with the same output (default: the index takes what the GPU has free less 4G; "
+                        "cuda backend)")
     g.add_argument("-t", "--threads", type=int, default=d.threads, metavar="N",
                    help="host processes turning loci into SAM records (default: every core but one, at most 16), "
                         "and the cpu backend's mapping threads (default: every core); "

@@ -158,6 +158,14 @@ def scratch(nbytes):
     return _pool().allocate(max(int(nbytes), 1))
 
 
+def trim_pool(limit):
+    """Give the pool's held blocks back to the device when it manages more than `limit` bytes: a run
+    within --gpu-memory keeps the buffers that earlier batches freed only while they fit its budget."""
+    pool = _pool()
+    if pool.managed_bytes > limit:
+        pool.free_held()
+
+
 def scratch_copy(array):
     """A pooled device copy of a host array."""
     array = np.ascontiguousarray(array)

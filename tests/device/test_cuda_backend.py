@@ -54,6 +54,39 @@ def test_gpu_seeding_equals_numpy(backend, device_layer, monkeypatch, request, i
     assert got_stats == want_stats
 
 
+def test_gpu_memory_budget_maps_in_groups_and_chunks(backend, device_layer, monkeypatch, index_dir):
+    """With --gpu-memory the batch is seeded and verified in groups of reads whose candidates fit the working
+    budget, in launches it bounds too (here a budget of 16 KiB: many groups, launches of a few dozen
+    slots); the loci and counts are the unbounded run's."""
+    from mapper.pipeline import Counters, find_mappings
+    index = load_index(SHIGELLA, index_dir(SHIGELLA))
+    batch = next(read_batches(READS / "shigella_dysenteriae_ERR6005894_R1.fastq.gz", 400))
+    runs = []
+    for memory in (None, 5 * (1 << 14)):
+        with monkeypatch.context() as patch:
+            if memory:
+                patch.setattr(cuda_mapping, "CONTEXT", 0)
+                patch.setattr(cuda_mapping.index_parts, "device_bytes", lambda index: 1)  # the index fits
+            run = cuda_mapping.CudaBackend()
+            run.load(index, memory)
+            counters = Counters()
+            rows, maps = find_mappings(batch, index, run, None, 6, "r1", counters)
+            runs.append((maps, counters.seeding, run.row_groups(rows, index), run))
+    (whole, whole_stats, one, _), (bounded, bounded_stats, groups, run) = runs
+    assert len(one) == 1 and len(groups) > 5 and run._work == 1 << 14
+    assert cuda_mapping.BAND_CAPACITY > run._capacity() > 10
+    order = lambda m: np.lexsort((m.edits, m.end, m.start, m.contig, m.row))
+    for f in ("row", "contig", "start", "end", "edits"):
+        assert np.array_equal(getattr(bounded, f)[order(bounded)], getattr(whole, f)[order(whole)]), f
+    assert bounded_stats == whole_stats and len(whole.row) > 300
+
+
+def test_gpu_memory_too_small_is_a_usage_error(backend, index_dir):
+    from mapper.errors import UsageError
+    with pytest.raises(UsageError, match="too small"):
+        backend.load(load_index(SHIGELLA, index_dir(SHIGELLA)), cuda_mapping.CONTEXT)
+
+
 def test_device_rows_equal_host_rows(backend):
     """The strand rows the GPU builds from the forward codes (gather.cu strand_codes) are the host's,
     N included; the host never builds its own copy for that."""

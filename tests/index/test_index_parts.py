@@ -81,7 +81,8 @@ def test_mapping_in_parts_equals_one_part(make_backend, genome, cut_measles, tmp
     # "too big" and give a budget that cuts it into parts
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(index_parts, "device_bytes", lambda index: budget + 1)
-        parts, parts_stats = map_all(backend, index, reads, n, e, budget)
+        patch.setattr(cuda_mapping, "CONTEXT", 0)  # --gpu-memory less the working budget (a fifth) is `budget`
+        parts, parts_stats = map_all(backend, index, reads, n, e, budget + budget // 4)
     assert backend._parts is not None and len(backend._parts) > 1
     assert backend._margin >= 100 + e + index.ws   # widened for the reads
     assert len(whole) > 150
@@ -120,7 +121,8 @@ def test_gkmap_map_in_parts_writes_the_same_sam(gkmap, monkeypatch, tmp_path, cu
             if memory:
                 patch.setattr(index_parts, "device_bytes", lambda index: budget + 1)
                 patch.setattr(cuda_mapping, "MARGIN", 1)  # widened to what the reads need at the first batch
-            extra = ["--gpu-memory", str(memory)] if memory else []
+                patch.setattr(cuda_mapping, "CONTEXT", 0)
+            extra = ["--gpu-memory", str(memory + memory // 4)] if memory else []
             code, err = gkmap("map", "--quiet", "--device", "cuda", "--filter", "gatekeeper", "-e", "4", "--ws", "10",
                               "--batch-size", "150", "--index", str(tmp_path / "idx"), "-o", str(out), *extra,
                               str(fasta), str(reads))
