@@ -146,7 +146,7 @@ class IndexPlugin(WorkerPlugin):
             index = load_index(self.opts.reference, self.folder, checksum=self.checksum)  # version, checksum
             if index.ws != self.ws:
                 raise IndexFormatError(f"{self.folder}: an index of ws {index.ws}, but the client's has ws {self.ws}")
-            backend = get_backend(self.opts.device)
+            backend = get_backend(self.opts.device, memory=self.opts.memory)
             if backend.name == "cuda":
                 gpu_context()  # made here, in the worker's main thread, which pops it at exit (see gpu_task)
             backend.load(index, self.opts.gpu_memory)

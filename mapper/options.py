@@ -31,6 +31,7 @@ class MapOptions:
     index_dir: str = None
     batch_size: int = 100_000
     gpu_memory: int = None      # --gpu-memory: device bytes the run may take (None: no bound but the GPU)
+    memory: int = 2 << 30       # --memory: host bytes a batch's buffers may take on the cpu backend
     threads: int = None         # -t: host processes rendering CIGAR/MD and SAM (None: the cores but one, at most 16)
     quiet: bool = False
     command_line: str = "gkmap map"
@@ -108,6 +109,8 @@ class MapOptions:
             raise UsageError(f"--output-fmt must be one of {', '.join(OUTPUT_FORMATS)}, not {self.output_format!r}")
         if self.sort and not self.bam:
             raise UsageError("--sort writes a coordinate-sorted BAM: add --output-fmt bam or an -o ending in .bam")
+        if self.memory < 1 << 20:
+            raise UsageError(f"--memory must be at least 1M, not {self.memory} bytes")
         if self.sort_memory < 1 << 20:
             raise UsageError(f"--sort-memory must be at least 1M, not {self.sort_memory} bytes")
         for text in self.comments:

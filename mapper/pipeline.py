@@ -155,7 +155,7 @@ def open_mapping(opts):
     so that the per-batch stages hold only per-batch work."""
     t = time.perf_counter()
     index = open_index(opts.reference, opts.ws, opts.index_dir)
-    backend = get_backend(opts.device, opts.threads)
+    backend = get_backend(opts.device, opts.threads, opts.memory)
     backend.load(index, opts.gpu_memory)
     filter_mode = FILTER_MODES[opts.filter]
     devices = dict(backend.devices, filter=backend.name if filter_mode else "none")

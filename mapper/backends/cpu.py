@@ -35,9 +35,10 @@ def _on_host(method):
 class CpuBackend(CudaBackend):
     name = "cpu"
 
-    def __init__(self, threads=None):
+    def __init__(self, threads=None, memory=None):
         super().__init__()
         host.set_threads(threads)  # the kernels' OpenMP threads (-t), for this process
+        self._work = memory        # the batches' working budget (--memory), kept as the cuda backend keeps its own
 
     load = _on_host(CudaBackend.load)
     seed = _on_host(CudaBackend.seed)
@@ -72,9 +73,9 @@ class NumpyBackend(Backend):
         return verify(rows, cands, reference)
 
 
-def cpu_backend(threads=None):
+def cpu_backend(threads=None, memory=None):
     """CpuBackend where kernels can be built (a C++ compiler), else NumpyBackend, said once on stderr."""
     if host.available():
-        return CpuBackend(threads)
+        return CpuBackend(threads, memory)
     log.warning("no C++ compiler (g++): the cpu backend runs on numpy, several times slower")
     return NumpyBackend()

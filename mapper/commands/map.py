@@ -36,6 +36,9 @@ def add_arguments(parser):
                         "0.5G for the CUDA context, the rest for the index, which is mapped in parts of whole contigs "
                         "when bigger, with the same output (default: the index takes what the GPU has free less 4G; "
                         "cuda backend)")
+    g.add_argument("--memory", metavar="SIZE", default="2G",
+                   help="host memory a batch's buffers may take on the cpu backend: reads that hit much are seeded "
+                        "and verified in groups that fit (default: 2G, beside the index)")
     g.add_argument("-t", "--threads", type=int, default=d.threads, metavar="N",
                    help="host processes turning loci into SAM records (default: every core but one, at most 16), "
                         "and the cpu backend's mapping threads (default: every core); "
@@ -123,7 +126,8 @@ def run(args):
         e=args.e, ws=args.ws, filter=args.filter,
         device=args.device, output=args.output, unmapped=args.unmapped, dump_candidates=args.dump_candidates, best=args.best,
         max_records=args.n, index_dir=args.index, batch_size=args.batch_size,
-        gpu_memory=parse_size(args.gpu_memory) if args.gpu_memory else None, threads=args.threads, quiet=args.quiet,
+        gpu_memory=parse_size(args.gpu_memory) if args.gpu_memory else None, memory=parse_size(args.memory, "--memory"),
+        threads=args.threads, quiet=args.quiet,
         gpus=int(args.gpus) if args.gpus and args.gpus.isdigit() else args.gpus, scheduler=args.scheduler,
         local_cluster=args.local_cluster, chunk_reads=args.chunk_reads, index_kind=args.index_kind,
         seed_len=args.seed_len, nb_len=args.nb_len, spaced=args.spaced, nb_errors=args.nb_errors, step=args.step,

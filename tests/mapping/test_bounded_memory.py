@@ -58,3 +58,26 @@ def test_read_groups_give_the_same_mappings(proxy, monkeypatch):
     key = lambda m: np.lexsort((m.start, m.end, m.edits, m.row))
     for field in ("row", "contig", "start", "end", "edits"):
         assert np.array_equal(getattr(whole, field)[key(whole)], getattr(grouped, field)[key(grouped)]), field
+
+
+def test_cpu_memory_budget_writes_the_same_sam(proxy, tmp_path, gkmap):
+    """`gkmap map --memory` (the cpu backend's working budget): a 1 MiB budget seeds and verifies the repeat
+    reads in many groups and launches, and the SAM is the default budget's (the @PG line aside)."""
+    fasta, reads, index = proxy
+    sams = []
+    for memory in ("2G", "1M"):
+        out = tmp_path / f"{memory}.sam"
+        code, err = gkmap("map", "--quiet", "--device", "cpu", "-t", "1", "-e", "5", "--memory", memory,
+                          "--index", index.folder, "-o", out, fasta, reads)
+        assert code == 0, err
+        sams.append([line for line in out.read_text().splitlines() if not line.startswith("@PG")])
+    assert sams[0] == sams[1] and len(sams[0]) > 3000
+    batch = next(read_batches(str(reads), 300))
+    rows = strand_rows(batch.codes(), batch.starts, per_read_e(batch, 5, str(reads)))
+    assert len(cpu.CpuBackend(1, 1 << 20).row_groups(rows, index)) > 5  # the budget really cuts the batch
+
+
+def test_memory_below_a_megabyte_is_a_usage_error(proxy, gkmap):
+    fasta, reads, index = proxy
+    code, err = gkmap("map", "--device", "cpu", "--memory", "1000", "--index", index.folder, fasta, reads)
+    assert code != 0 and "--memory must be at least 1M" in err and len(err.strip().splitlines()) == 1
