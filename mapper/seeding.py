@@ -190,6 +190,12 @@ def hit_groups(rows, index, budget):
     every poly-A stretch of the genome)."""
     sel = select(rows, index)
     per_row = np.bincount(sel.krow[sel.chosen], weights=sel.count[sel.chosen], minlength=len(rows.start))
+    return read_groups(rows, per_row, budget)
+
+
+def read_groups(rows, per_row, budget):
+    """`rows` cut into groups of whole reads whose hits (`per_row`, of each strand row) add up to at most
+    `budget` (see hit_groups)."""
     per_read = per_row[:rows.n_reads] + per_row[rows.n_reads:]
     if per_read.sum() <= budget:
         return [rows]

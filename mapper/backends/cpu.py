@@ -41,6 +41,7 @@ class CpuBackend(CudaBackend):
         self._work = memory        # the batches' working budget (--memory), kept as the cuda backend keeps its own
 
     load = _on_host(CudaBackend.load)
+    row_groups = _on_host(CudaBackend.row_groups)
     seed = _on_host(CudaBackend.seed)
     filter = _on_host(CudaBackend.filter)
     filtered = _on_host(CudaBackend.filtered)

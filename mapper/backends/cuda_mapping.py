@@ -11,6 +11,7 @@ It reaches its device only through mapper/device (`layer`), whose GPU layer impo
 """
 import functools
 import logging
+import types
 
 import numpy as np
 
@@ -21,7 +22,7 @@ from mapper.device import layer as cuda
 from mapper.errors import UsageError
 from mapper.filters import windows
 from mapper.filters._gpu import faithful_defines, improved_defines
-from mapper.seeding import Candidates, SeedStats, hit_groups, ragged_arange
+from mapper.seeding import Candidates, SeedStats, ragged_arange, read_groups
 from mapper.verify import MAX_ENDS, Mappings, kernel_defines, verify as host_verify, wide_covers
 
 COLUMNS = (np.int32, np.int32, np.int64, np.int64)  # device candidates: row, contig, lo, hi
@@ -134,11 +135,12 @@ class CudaBackend(Backend):
             self._active = None
 
     def row_groups(self, rows, index):
-        """One group, or with a working budget (--gpu-memory) groups of reads whose seed hits' candidates fit
-        half of it (see CONTEXT)."""
+        """One group, or with a working budget (--gpu-memory, --memory) groups of reads whose seed hits'
+        candidates fit half of it (see CONTEXT), the hits counted by seed_select where the seeding runs."""
         if self._work is None:
             return [rows]
-        return hit_groups(rows, index, max(1, self._work // 2 // COLUMN_BYTES))
+        hits = self._select(rows, index, *self._current_lists(index)[:2]).hits
+        return read_groups(rows, hits, max(1, self._work // 2 // COLUMN_BYTES))
 
     def _capacity(self):
         """Slots a seeding launch takes (and so windows a verification part holds)."""
@@ -147,20 +149,24 @@ class CudaBackend(Backend):
         cuda.trim_pool(self._work)  # what earlier groups left in the pool beyond the budget goes back
         return max(1, min(BAND_CAPACITY, self._work // 4 // max(SLOT_BYTES, VERIFY_BYTES)))
 
-    def seed(self, rows, index):
-        """kernels/seed.cu on every strand row: the numpy seeder's candidates and counts, left on the GPU
-        (DeviceCandidates) for the verifier; they reach the host only when a host stage asks for them."""
-        offsets, positions, contig_starts, contig_ends = self._resident_index(index)
-        list_offsets, core, first_part = offsets, WHOLE, True
-        genome, held = self._resident_genome(index.reference), (0, len(index.reference.codes))
-        if self._active is not None:
-            part, list_offsets, positions, _ = self._active
-            core, first_part, held = (part.lo, part.hi), part == self._parts[0], (part.pos_lo, part.pos_hi)
-        n_contigs = len(index.reference.starts)
-        group = cuda.GROUP  # threads per chosen k-mer labelling its hits (seed.cu seed_hit_kmers)
-        defines = dict(WS=index.ws, SEED_GROUP=group, SEED_LANES=cuda.WARP,
+    def _current_lists(self, index):
+        """(the index's offsets, the current part's offsets, its positions, its core range, whether it is the
+        first part): the whole index's unless a part is current (index_parts)."""
+        offsets, positions, _, _ = self._resident_index(index)
+        if self._active is None:
+            return offsets, offsets, positions, WHOLE, True
+        part, list_offsets, positions, _ = self._active
+        return offsets, list_offsets, positions, (part.lo, part.hi), part == self._parts[0]
+
+    @staticmethod
+    def _kernel(index):
+        """name -> a seed.cu kernel compiled for this index."""
+        defines = dict(WS=index.ws, SEED_GROUP=cuda.GROUP, SEED_LANES=cuda.WARP,
                        OFFSET_T="unsigned int" if index.offsets.dtype == np.uint32 else "unsigned long long")
-        kernel = lambda name: cuda.function("seed.cu", name, **defines)
+        return lambda name: cuda.function("seed.cu", name, **defines)
+
+    def _select(self, rows, index, offsets, list_offsets):
+        """seed.cu seed_select on the active rows: their k-mers, the chosen seeds and each row's hits."""
         n_rows = len(rows.start)
         nk = np.where(rows.active, rows.length // index.ws, 0).astype(np.int32)
         kfirst = np.cumsum(nk, dtype=np.int64) - nk
@@ -170,12 +176,30 @@ class CudaBackend(Backend):
         key, size, flags = cuda.scratch(4 * n_kmers), cuda.scratch(8 * n_kmers), cuda.scratch(n_kmers)
         kmer_row, kmer_hit = cuda.scratch(4 * n_kmers), cuda.scratch(8 * n_kmers)
         row_hits, row_seeds = cuda.scratch(8 * n_rows), cuda.scratch(4 * n_rows)
-        cuda.launch(kernel("seed_select"), n_rows, dev.codes, dev.start, d_nk, d_kfirst, dev.e, n_rows,
+        cuda.launch(self._kernel(index)("seed_select"), n_rows, dev.codes, dev.start, d_nk, d_kfirst, dev.e, n_rows,
                     offsets, list_offsets, key, size, flags, kmer_row, kmer_hit, row_hits, row_seeds)
-        hits = cuda.from_device(row_hits, (n_rows,), np.int64)
+        return types.SimpleNamespace(
+            nk=nk, kfirst=kfirst, n_kmers=n_kmers, dev=dev, d_nk=d_nk, d_kfirst=d_kfirst, key=key, size=size,
+            flags=flags, kmer_row=kmer_row, kmer_hit=kmer_hit, hits=cuda.from_device(row_hits, (n_rows,), np.int64),
+            seeds=int(cuda.from_device(row_seeds, (n_rows,), np.int32).sum()))
+
+    def seed(self, rows, index):
+        """kernels/seed.cu on every strand row: the numpy seeder's candidates and counts, left on the GPU
+        (DeviceCandidates) for the verifier; they reach the host only when a host stage asks for them."""
+        offsets, list_offsets, positions, core, first_part = self._current_lists(index)
+        _, _, contig_starts, contig_ends = self._resident_index(index)
+        genome = self._resident_genome(index.reference)
+        part = self._active[0] if self._active is not None else None
+        held = (0, len(index.reference.codes)) if part is None else (part.pos_lo, part.pos_hi)
+        n_contigs = len(index.reference.starts)
+        group = cuda.GROUP  # threads per chosen k-mer labelling its hits (seed.cu seed_hit_kmers)
+        kernel = self._kernel(index)
+        sel = self._select(rows, index, offsets, list_offsets)
+        nk, kfirst, dev, d_nk, d_kfirst, hits = sel.nk, sel.kfirst, sel.dev, sel.d_nk, sel.d_kfirst, sel.hits
+        key, flags, kmer_row, kmer_hit, size = sel.key, sel.flags, sel.kmer_row, sel.kmer_hit, sel.size
         # the counts of a run in parts add up to the one-part run's: k-mers and seeds once, hits per core
-        stats = SeedStats(kmers=n_kmers if first_part else 0, hits=int(hits.sum()),
-                          seeds=int(cuda.from_device(row_seeds, (n_rows,), np.int32).sum()) if first_part else 0)
+        stats = SeedStats(kmers=sel.n_kmers if first_part else 0, hits=int(hits.sum()),
+                          seeds=sel.seeds if first_part else 0)
         parts = []
         for begin, end in _chunks(hits, self._capacity()):
             count = end - begin
