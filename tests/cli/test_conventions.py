@@ -307,3 +307,35 @@ def test_distributed_runs_write_read_groups_and_comments(gkmap, tmp_path, paired
     assert "@RG\tID:x\tSM:y\tPL:ILLUMINA" in local and "@CO\tc" in local
     body = [line for line in local if not line.startswith("@")]
     assert body and all(line.endswith("\tRG:Z:x") or "\tRG:Z:x\t" in line for line in body)
+
+
+def test_progress_bar_on_a_terminal_and_not_with_quiet(tmp_path):
+    """The tqdm bar goes to stderr when it is a terminal (a pty here), and --quiet silences it; a run whose
+    stderr is a file or a pipe shows none (the other tests)."""
+    import fcntl
+    import os
+    import pty
+    import select
+    import struct
+    import termios
+    shown = []
+    for quiet in ([], ["--quiet"]):
+        master, slave = pty.openpty()
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))  # tqdm draws nothing in 0 columns
+        subprocess.run([sys.executable, "-m", "mapper", "map", "--device", "cpu", *quiet, "-o", str(tmp_path / "o.sam"),
+                        str(ROOT / "reference" / "measles_virus_Edmonston_K01711.1.fa"),
+                        str(ROOT / "reference" / "measles_Hm2_HiSeq_R1.fastq.gz")],
+                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=slave, cwd=ROOT, check=True)
+        os.close(slave)
+        text = b""
+        while select.select([master], [], [], 1)[0]:
+            try:
+                chunk = os.read(master, 1 << 16)
+            except OSError:  # the pty is closed once its output is read
+                break
+            if not chunk:
+                break
+            text += chunk
+        os.close(master)
+        shown.append("mapping:" in text.decode(errors="replace"))  # tqdm's desc; the run summary has no such word
+    assert shown == [True, False]
