@@ -175,6 +175,9 @@ class _HiddenBar:
     def update(self, n=1):
         pass
 
+    def set_postfix_str(self, text, refresh=True):
+        pass
+
 
 def progress_bar(opts, unit):
     """tqdm's bar on a terminal; tqdm is imported only then (about 20 ms of every start-up otherwise)."""
