@@ -27,8 +27,8 @@
  *                  each band is written as (contig, first diagonal, last diagonal) at the segment's slots.
  * seed_compact     per segment, LANES threads a segment: moves its bands to their place in the dense output.
  * The host prefix-sums row_hits (slot offsets), lists the segments and prefix-sums their band counts (dense
- * offsets) between launches and
- * launches rows in chunks whose total hits fit the buffers, so a read with huge buckets cannot exhaust memory.
+ * offsets) between launches, and launches rows in chunks whose total hits fit the buffers, so a read with
+ * huge buckets cannot exhaust memory.
  *
  * In : codes      uint8 [2T]  strand rows' codes (mapper/alphabet.py; CODE_N never part of a k-mer)
  *      row_start  int64 [R], nk int32 [R] (k-mers of the row, 0 = not seeded), kfirst int64 [R]

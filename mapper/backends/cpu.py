@@ -36,9 +36,8 @@ class CpuBackend(CudaBackend):
     name = "cpu"
 
     def __init__(self, threads=None, memory=None):
-        super().__init__()
+        super().__init__(work=memory)  # the batches' working budget (--memory)
         host.set_threads(threads)  # the kernels' OpenMP threads (-t), for this process
-        self._work = memory        # the batches' working budget (--memory), kept as the cuda backend keeps its own
 
     load = _on_host(CudaBackend.load)
     row_groups = _on_host(CudaBackend.row_groups)

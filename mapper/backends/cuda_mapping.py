@@ -54,7 +54,7 @@ log = logging.getLogger("gkmap")
 class CudaBackend(Backend):
     name = "cuda"
 
-    def __init__(self):
+    def __init__(self, work=None):
         self._genome = None
         self._genome_of = None
         self._index = None
@@ -66,7 +66,8 @@ class CudaBackend(Backend):
         self._lists = {}      # part -> its host (offsets, positions), cut out once
         self._part_buffers = None
         self._active = None   # (part, its device offsets, positions, genome pointer) during index_parts
-        self._work = None     # bytes a batch's buffers may take (--gpu-memory), None: as many as they need
+        self._work = work     # bytes a batch's buffers may take (--memory, or --gpu-memory's share), None: no bound
+        self._selected = None  # (rows, part, selection) that row_groups found to be one group, for seed to reuse
 
     def _resident_index(self, index):
         """(offsets, positions, contig starts, contig ends) in device memory, uploaded once per run."""
@@ -139,8 +140,11 @@ class CudaBackend(Backend):
         candidates fit half of it (see CONTEXT), the hits counted by seed_select where the seeding runs."""
         if self._work is None:
             return [rows]
-        hits = self._select(rows, index, *self._current_lists(index)[:2]).hits
-        return read_groups(rows, hits, max(1, self._work // 2 // COLUMN_BYTES))
+        sel = self._select(rows, index, *self._current_lists(index)[:2])
+        groups = read_groups(rows, sel.hits, max(1, self._work // 2 // COLUMN_BYTES))
+        if len(groups) == 1 and groups[0] is rows:  # the usual batch: seed takes this selection, not a new one
+            self._selected = (rows, self._part, sel)
+        return groups
 
     def _capacity(self):
         """Slots a seeding launch takes (and so windows a verification part holds)."""
@@ -148,6 +152,11 @@ class CudaBackend(Backend):
             return BAND_CAPACITY
         cuda.trim_pool(self._work)  # what earlier groups left in the pool beyond the budget goes back
         return max(1, min(BAND_CAPACITY, self._work // 4 // max(SLOT_BYTES, VERIFY_BYTES)))
+
+    @property
+    def _part(self):
+        """The index part current during index_parts, else None."""
+        return self._active[0] if self._active is not None else None
 
     def _current_lists(self, index):
         """(the index's offsets, the current part's offsets, its positions, its core range, whether it is the
@@ -189,12 +198,14 @@ class CudaBackend(Backend):
         offsets, list_offsets, positions, core, first_part = self._current_lists(index)
         _, _, contig_starts, contig_ends = self._resident_index(index)
         genome = self._resident_genome(index.reference)
-        part = self._active[0] if self._active is not None else None
+        part = self._part
         held = (0, len(index.reference.codes)) if part is None else (part.pos_lo, part.pos_hi)
         n_contigs = len(index.reference.starts)
         group = cuda.GROUP  # threads per chosen k-mer labelling its hits (seed.cu seed_hit_kmers)
         kernel = self._kernel(index)
-        sel = self._select(rows, index, offsets, list_offsets)
+        kept, self._selected = self._selected, None
+        same = kept is not None and kept[0] is rows and kept[1] is part
+        sel = kept[2] if same else self._select(rows, index, offsets, list_offsets)
         nk, kfirst, dev, d_nk, d_kfirst, hits = sel.nk, sel.kfirst, sel.dev, sel.d_nk, sel.d_kfirst, sel.hits
         key, flags, kmer_row, kmer_hit, size = sel.key, sel.flags, sel.kmer_row, sel.kmer_hit, sel.size
         # the counts of a run in parts add up to the one-part run's: k-mers and seeds once, hits per core

@@ -63,7 +63,8 @@ def open_neighbourhood(opts):
     """(index, backend, filter mode, Counters) of a neighbourhood run (pipeline.open_mapping's counterpart)."""
     t = time.perf_counter()
     index = open_index(opts.reference, opts.seed_len, opts.nb_len, opts.spaced, opts.index_dir)
-    backend = NeighbourhoodBackend(get_backend(opts.device, opts.threads, opts.memory), opts.step, opts.nb_errors, opts.lookup)
+    backend = NeighbourhoodBackend(get_backend(opts.device, opts.threads, opts.memory), opts.step, opts.nb_errors,
+                                   opts.lookup)
     filter_mode = FILTER_MODES[opts.filter]
     devices = dict(backend.devices, filter=backend.name if filter_mode else "none")
     stages = ", ".join(f"{stage}: {devices[stage]}" for stage in ("seed", "filter", "verify"))
