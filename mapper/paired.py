@@ -308,7 +308,7 @@ def pair_batch(mapped, reference, settings, counters, pairs):
     b1, b2, qnames = mapped.r1, mapped.r2, mapped.names
     mates = m1, m2 = Mate(b1, mapped.found1), Mate(b2, mapped.found2)
     with counters.timed("pair"):
-        a, b = best_concordant(m1, m2, settings.orientation, settings.lo, settings.hi, len(reference.codes))
+        a, b = best_concordant(m1, m2, settings.orientation, settings.lo, settings.hi, reference.size)
         ties = np.bincount(m1.read[a], minlength=len(b1))
         mapped1, mapped2 = m1.nh > 0, m2.nh > 0
         classes = np.select([ties > 0, mapped1 & mapped2, mapped1 | mapped2], [0, 1, 2], 3)  # PairCounters.CLASSES

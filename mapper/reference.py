@@ -28,7 +28,6 @@ import lzma
 import os
 import re
 import zlib
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -73,12 +72,37 @@ def stream_error(path, error):
     return InputError(path, f"cannot read the file ({error.__class__.__name__}: {text})")
 
 
-@dataclass
 class Reference:
-    names: list
-    starts: np.ndarray
-    lengths: np.ndarray
-    codes: np.ndarray
+    """The sequence and its contig table. Loaded from an index, the codes are unpacked from the 2-bit words on
+    first use (`codes`), not at load: a client that only writes the SAM header (a Dask run's) or checks a
+    sample of positions (`bases`) never pays the ~1 s a Gbp of unpacking a human genome."""
+
+    def __init__(self, names, starts, lengths, codes=None, packed=None):
+        self.names, self.starts, self.lengths = list(names), starts, lengths
+        self._codes, self._packed = codes, packed  # packed: (seq2bit, nmask) when codes is None
+
+    @property
+    def size(self):
+        """Bases in all contigs (the length of `codes`)."""
+        return int(np.sum(self.lengths))
+
+    @property
+    def codes(self):
+        if self._codes is None:
+            seq2bit, nmask = self._packed
+            self._codes, self._packed = unpack_2bit(seq2bit, self.size, nmask), None
+        return self._codes
+
+    def bases(self, positions):
+        """Codes at global `positions` (int64 array), read from the 2-bit words while `codes` is not unpacked."""
+        if self._codes is not None:
+            return self._codes[positions]
+        seq2bit, nmask = self._packed
+        words = np.asarray(seq2bit[positions >> 4]).astype(np.int64)
+        codes = ((words >> (30 - 2 * (positions & 15))) & 3).astype(np.uint8)
+        masked = (np.asarray(nmask[positions >> 3]) >> (7 - (positions & 7)).astype(np.uint8)) & 1
+        codes[masked.astype(bool)] = CODE_N
+        return codes
 
     @property
     def ends(self):
@@ -102,12 +126,10 @@ class Reference:
 
     @classmethod
     def from_arrays(cls, names, lengths, seq2bit, nmask):
+        """The reference of an index folder's arrays, its codes unpacked on first use."""
         lengths = np.asarray(lengths, dtype=np.int64)
-        total = int(lengths.sum())
-        codes = unpack_2bit(np.asarray(seq2bit), total)
-        codes[np.unpackbits(np.asarray(nmask), count=total).view(bool)] = CODE_N
         starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
-        return cls(list(names), starts, lengths, codes)
+        return cls(names, starts, lengths, packed=(seq2bit, nmask))
 
 
 def require_readable(path):

@@ -15,7 +15,8 @@ For each recipe (`human`: chr20 copies with a SINE family, microsatellites and c
    command seconds and reads/s; from the run summary it logs: index load seconds, steady-state reads/s
    (the run's seconds less the load), seconds per stage, seed hits, candidate windows, verified windows
    and loci per read; peak RSS of the main process and summed over its process tree (RSS counts shared
-   copy-on-write pages once per process), peak GPU memory (NVML, device-wide, bench_scale.GpuMemory);
+   copy-on-write pages once per process), peak GPU memory (NVML: device-wide, less what was in use
+   before the command; bench_scale.GpuMemory);
 4. with --gpu-memory, the same run within that budget, and whether its SAM is the default run's;
 5. razers3 (-tc 16, -rr 100 -i 95: every locus within 5 edits of a 100 bp read, -m 1000000 so no locus is
    cut) on the first --razers-reads reads (the reads file is in random contig order, so its head samples

@@ -33,7 +33,9 @@ LINE = 100
 
 
 class GpuMemory:
-    """Peak GPU memory in use (bytes) while the block runs, by NVML sampling (None without NVML)."""
+    """Peak GPU memory the block's processes take (bytes), by NVML sampling of the device-wide figure less
+    what was in use when the block began (the driver's own reservation, about 0.5 GiB on an idle H100 or
+    H200, is not the run's); None without NVML."""
 
     def __enter__(self):
         self.peak, self._stop = None, threading.Event()
@@ -41,12 +43,13 @@ class GpuMemory:
             import pynvml
             pynvml.nvmlInit()
             handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+            before = pynvml.nvmlDeviceGetMemoryInfo(handle).used
         except Exception:  # no NVML here: the peak stays unknown
             return self
 
         def sample():
             while not self._stop.is_set():
-                used = pynvml.nvmlDeviceGetMemoryInfo(handle).used
+                used = pynvml.nvmlDeviceGetMemoryInfo(handle).used - before
                 self.peak = max(self.peak or 0, used)
                 time.sleep(0.05)
         self._thread = threading.Thread(target=sample, daemon=True)

@@ -199,7 +199,7 @@ class CudaBackend(Backend):
         _, _, contig_starts, contig_ends = self._resident_index(index)
         genome = self._resident_genome(index.reference)
         part = self._part
-        held = (0, len(index.reference.codes)) if part is None else (part.pos_lo, part.pos_hi)
+        held = (0, index.reference.size) if part is None else (part.pos_lo, part.pos_hi)
         n_contigs = len(index.reference.starts)
         group = cuda.GROUP  # threads per chosen k-mer labelling its hits (seed.cu seed_hit_kmers)
         kernel = self._kernel(index)

@@ -50,7 +50,7 @@ def size_text(n):
 
 def device_bytes(index):
     """Device memory of the whole index resident in one piece: offsets, positions and reference codes."""
-    return index.offsets.nbytes + index.positions.nbytes + len(index.reference.codes)
+    return index.offsets.nbytes + index.positions.nbytes + index.reference.size
 
 
 def plan(reference, budget, offsets_bytes, margin):

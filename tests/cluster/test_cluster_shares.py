@@ -10,7 +10,7 @@ import pytest
 
 from cli_checks import without_pg
 from conftest import SHIGELLA, SHIGELLA_R1
-from mapper.cluster import record_start, share_cuts
+from mapper.cluster import SHARES_PER_WORKER, record_start, share_cuts
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +44,7 @@ def test_shares_equal_single_process(gkmap, index_dir, tmp_path, plain, single, 
     assert code == 0, err
     assert without_pg(tmp_path / "out.sam") == without_pg(single)
     shares, per_worker = shares_line(err)
-    assert shares == 4 and "worker0" in per_worker and "worker1" in per_worker, err
+    assert shares == 2 * SHARES_PER_WORKER and "worker0" in per_worker and "worker1" in per_worker, err
     assert [p.name for p in tmp_path.iterdir()] == ["out.sam"]  # no part file left behind
 
 

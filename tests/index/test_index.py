@@ -81,6 +81,24 @@ def test_reference_codes_and_contigs(tmp_path, tricky_fasta):
     assert contig.tolist() == [0, 0, 1, 2] and offset.tolist() == [0, 54, 0, 0]
 
 
+def test_loaded_reference_unpacks_on_first_use(tmp_path):
+    """An index's reference decodes bases from its 2-bit words until `codes` is asked for, then unpacks them
+    all: both agree with the FASTA's codes, N runs at every offset in a word and a byte included."""
+    rng = np.random.default_rng(3)
+    seq = rng.choice(list("ACGT"), 1000)
+    for start, size in ((0, 1), (7, 2), (15, 18), (500, 64), (997, 3)):
+        seq[start:start + size] = "N"
+    fasta = tmp_path / "g.fa"
+    fasta.write_text(">a\n" + "".join(seq[:613]) + "\n>b\n" + "".join(seq[613:]) + "\n")
+    expected = read_fasta(fasta, tmp_path / "g.fai").codes
+    reference = load_index(fasta, build_index(fasta, 10, tmp_path / "idx").folder).reference
+    everywhere = np.arange(1000, dtype=np.int64)
+    assert reference._codes is None and reference.size == 1000
+    assert np.array_equal(reference.bases(everywhere), expected), "decoded from the packed arrays"
+    assert reference._codes is None, "bases() unpacked the whole sequence"
+    assert np.array_equal(reference.codes, expected) and np.array_equal(reference.bases(everywhere), expected)
+
+
 def test_unchanged_reference_is_not_hashed_again(tmp_path, monkeypatch):
     """Loading trusts the checksum recorded at build time while the FASTA keeps its size and modification
     time; an edit of the same size (new time) is still caught."""
