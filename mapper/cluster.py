@@ -66,6 +66,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from mapper.backends import get_backend
+from mapper.device import visible_gpus
 from mapper.errors import GkmapError, IndexFormatError, UsageError
 from mapper.filters.windows import MODES as FILTER_MODES
 from mapper.index import load_index, open_index, read_meta
@@ -379,20 +380,6 @@ def render_item(chunk, settings, plugin_name):
 def setup_error(plugin_name, dask_worker):
     """The refusal of this worker's IndexPlugin, or None (run on every worker by `Client.run`)."""
     return dask_worker.plugins[plugin_name].error
-
-
-def visible_gpus():
-    """The GPUs this process may use, as CUDA_VISIBLE_DEVICES entries: that variable's list when it is set,
-    else every GPU `nvidia-smi -L` lists. No CUDA call: the client needs no GPU context of its own."""
-    listed = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if listed is not None:
-        return [gpu.strip() for gpu in listed.split(",") if gpu.strip()]
-    smi = shutil.which("nvidia-smi")
-    if smi is None:
-        return []
-    out = subprocess.run([smi, "-L"], capture_output=True, text=True, check=False)
-    gpus = [line for line in out.stdout.splitlines() if line.startswith("GPU ")] if out.returncode == 0 else []
-    return [str(i) for i in range(len(gpus))]
 
 
 def gpu_environments(gpus):

@@ -88,7 +88,8 @@ def add_arguments(parser):
     c = parser.add_argument_group("several GPUs and clusters (docs/cluster.md; needs gkmap[cluster])")
     where = c.add_mutually_exclusive_group()
     where.add_argument("--gpus", metavar="N|auto", default=d.gpus,
-                       help="one worker process per GPU of this host, N GPUs or every visible one")
+                       help="one worker process per GPU of this host, N GPUs or every visible one (one GPU: "
+                            "this process maps on it, as without --gpus)")
     where.add_argument("--scheduler", metavar="ADDRESS", default=d.scheduler,
                        help="map on the workers of the Dask scheduler at ADDRESS (the index on a shared path)")
     where.add_argument("--local-cluster", type=int, metavar="N", default=d.local_cluster,

@@ -9,6 +9,9 @@ so one body of code drives both targets and tests inject a layer the same way, w
 import contextlib
 import contextvars
 import importlib.util
+import os
+import shutil
+import subprocess
 
 from mapper.device import cuda as gpu  # the default layer
 from mapper.errors import UsageError
@@ -63,3 +66,17 @@ def resolve_device(device):
     if device == "cuda" and not cuda_available():
         raise UsageError("--device cuda: no CUDA GPU or no pycuda here (install gkmap[gpu]); use --device cpu")
     return device
+
+
+def visible_gpus():
+    """The GPUs this process may use, as CUDA_VISIBLE_DEVICES entries: that variable's list when it is set,
+    else every GPU `nvidia-smi -L` lists. No CUDA call: a Dask run's client needs no GPU context of its own."""
+    listed = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if listed is not None:
+        return [gpu.strip() for gpu in listed.split(",") if gpu.strip()]
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return []
+    out = subprocess.run([smi, "-L"], capture_output=True, text=True, check=False)
+    gpus = [line for line in out.stdout.splitlines() if line.startswith("GPU ")] if out.returncode == 0 else []
+    return [str(i) for i in range(len(gpus))]

@@ -1,17 +1,33 @@
 """Where a `gkmap map` run runs: `make_runner` picks the loop for the options, the job (mapper/jobs.py)
 says what is done to the reads.
 
-    local   this process: one loop for single-end and paired-end jobs (local.py)
+    local   this process: one loop for single-end and paired-end jobs (local.py); also `--gpus 1` (or
+            `--gpus auto` with one GPU visible) without --chunk-reads: one GPU is mapped on fastest by the
+            single process (Dask's workers, their start and the copy of their parts cost 50 % more on
+            4 H100s: issue #22), and the SAM is the same
     dask    Dask workers: one per GPU of this host, N local workers or a cluster (mapper/cluster.py;
             imported only for such runs, since dask is an optional dependency)
 """
+from dataclasses import replace
+
+from mapper.device import visible_gpus
 from mapper.jobs import job_for
 from mapper.runners.local import run_local
 
 
+def one_local_gpu(opts):
+    """Whether the run asks for a single GPU of this host and nothing that only Dask does (--chunk-reads)."""
+    if opts.gpus is None or opts.chunk_reads is not None:
+        return False
+    visible = len(visible_gpus())
+    return visible >= 1 and (opts.gpus == 1 or (opts.gpus == "auto" and visible == 1))
+
+
 def make_runner(opts):
     """A callable that runs checked MapOptions and returns the run's tally."""
-    if opts.distributed:
+    if one_local_gpu(opts):
+        opts = replace(opts, gpus=None, device="cuda" if opts.device == "auto" else opts.device)
+    elif opts.distributed:
         from mapper.cluster import map_distributed  # dask is optional
         return lambda: map_distributed(opts)
     return lambda: run_local(job_for(opts))

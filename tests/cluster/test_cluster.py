@@ -16,6 +16,8 @@ from cli_checks import without_pg
 from cluster_faults import chunks_per_worker, kill_worker_on_first_call, raise_on_first_call
 from conftest import SHIGELLA, SHIGELLA_R1
 from mapper.cluster import gpu_environments
+from mapper.options import MapOptions
+from mapper.runners import one_local_gpu
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
@@ -101,6 +103,29 @@ def test_worker_with_another_index_version_is_refused(gkmap, index_dir, tmp_path
 def test_cluster_option_errors(gkmap, args, message, tmp_path):
     code, err = gkmap("map", *args, "-o", tmp_path / "out.sam", SHIGELLA, SHIGELLA_R1)
     assert code == 2 and message in err, err
+
+
+@pytest.mark.parametrize("visible, gpus, chunk_reads, local", [
+    ("3", 1, None, True), ("3", "auto", None, True), ("3,4", 1, None, True), ("3,4", "auto", None, False),
+    ("3,4", 2, None, False), ("3", 1, 100, False), ("", 1, None, False), ("", "auto", None, False)])
+def test_one_gpu_is_mapped_in_this_process(monkeypatch, visible, gpus, chunk_reads, local):
+    """--gpus 1 (or auto with one GPU visible) runs the single process on that GPU, unless --chunk-reads asks
+    for Dask's chunks; no GPU visible keeps the Dask path, which words the error."""
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+    assert one_local_gpu(MapOptions(reference="r.fa", reads="r.fq", gpus=gpus, chunk_reads=chunk_reads)) is local
+
+
+@pytest.mark.gpu
+def test_one_gpu_in_this_process_and_on_a_dask_worker(gkmap, index_dir, tmp_path, single_sam):
+    """The two ways to one GPU write the single process's SAM: --gpus 1 in this process (no cluster), and
+    --gpus 1 --chunk-reads through a Dask worker that owns the GPU's context."""
+    code, err = gkmap("map", "--index", index_dir(SHIGELLA), "-o", tmp_path / "one.sam", "--gpus", 1, SHIGELLA,
+                      SHIGELLA_R1)
+    assert code == 0 and "cluster:" not in err and "seed: cuda" in err, err
+    assert without_pg(tmp_path / "one.sam") == without_pg(single_sam / "out.sam")
+    code, err = gkmap(*map_args(index_dir, tmp_path, "--gpus", 1))
+    assert code == 0 and "chunks per worker: gpu0" in err and "seed: cuda" in err, err
+    assert without_pg(tmp_path / "out.sam") == without_pg(single_sam / "out.sam")
 
 
 def test_gpus_pin_one_visible_gpu_per_worker(monkeypatch, gkmap, index_dir, tmp_path):
