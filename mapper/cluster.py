@@ -56,7 +56,6 @@ import itertools
 import logging
 import os
 import shutil
-import subprocess
 import tempfile
 import time
 import uuid
@@ -66,6 +65,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from mapper.backends import get_backend
+from mapper.cores import usable_cores
 from mapper.device import visible_gpus
 from mapper.errors import GkmapError, IndexFormatError, UsageError
 from mapper.filters.windows import MODES as FILTER_MODES
@@ -638,7 +638,7 @@ def share_plan(opts, workers):
     cuts = share_cuts(opts.reads, SHARES_PER_WORKER * workers)
     if cuts is None:
         return None
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    cores = usable_cores()
     # without -t, the host's cores but one per worker, shared out (the single process takes all but one)
     return cuts, opts.threads or max(1, min(MAX_WORKERS, cores // workers - 1))
 

@@ -1,9 +1,9 @@
 """Mapping options: every default lives here, `--help` shows these values, and `check()` validates a
 whole option set once, naming the flag at fault."""
-import os
 import re
 from dataclasses import dataclass
 
+from mapper.cores import usable_cores
 from mapper.device import DEVICES
 from mapper.errors import UsageError
 
@@ -63,7 +63,7 @@ class MapOptions:
         (the main process parses reads and drives the mapping core)."""
         if self.threads is not None:
             return self.threads
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        cores = usable_cores()
         return max(1, cores - 1)
 
     @property

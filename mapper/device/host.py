@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from mapper.cores import usable_cores
 from mapper.device import signatures
 from mapper.device.cuda import BLOCK, KERNEL_DIR, cached_build, code_defines
 
@@ -69,7 +70,7 @@ def set_threads(n):
 def threads():
     if _threads[0]:
         return _threads[0]
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return usable_cores()
 
 
 def available():

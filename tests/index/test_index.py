@@ -99,6 +99,17 @@ def test_loaded_reference_unpacks_on_first_use(tmp_path):
     assert np.array_equal(reference.codes, expected) and np.array_equal(reference.bases(everywhere), expected)
 
 
+@pytest.mark.parametrize("n", [0, 1, 15, 16, 17, 100, 1001])
+def test_unpack_in_pieces_is_the_inverse_of_pack(monkeypatch, n):
+    """unpack_2bit (pieces of 3 words here, so that several threads take a short genome) restores every
+    code, N included, whatever n is modulo a word (16 bases) and a mask byte (8)."""
+    from mapper import alphabet
+    monkeypatch.setattr(alphabet, "UNPACK_WORDS", 3)
+    codes = np.random.default_rng(n).integers(0, 5, n).astype(np.uint8)
+    packed = alphabet.unpack_2bit(alphabet.pack_2bit(codes), n, np.packbits(codes == alphabet.CODE_N))
+    assert packed.dtype == np.uint8 and np.array_equal(packed, codes)
+
+
 def test_unchanged_reference_is_not_hashed_again(tmp_path, monkeypatch):
     """Loading trusts the checksum recorded at build time while the FASTA keeps its size and modification
     time; an edit of the same size (new time) is still caught."""
