@@ -349,7 +349,9 @@ def figures(ctx, data):
                 left.plot(*zip(*points), ls=":", marker="x", label=f"paper {length} bp device-enc")
         left.set(xlabel="GPUs", ylabel="kernel speed-up over 1 GPU", title="Filter kernel, pairs in memory (cf. S.21-S.23)")
         left.legend(fontsize=6)
-        final = [r for r in multi if r["part"] == "map" and r.get("device_run") == "2"]
+        maps = [r for r in multi if r["part"] == "map"]
+        newest = max((r.get("device_run") or "" for r in maps), key=lambda run: int(run or 0), default="")
+        final = [r for r in maps if r.get("device_run") == newest]
         for name in dict.fromkeys(r["set"] for r in final):
             points = sorted((max(int(r["n_gpus"]), 1), _num(r["speedup_vs_single"])) for r in final
                             if r["set"] == name and r["run"] != "single process")
@@ -546,10 +548,12 @@ def build(ctx):
                            ("**paper** filter x1", lambda r: r.get("published_filter_speedup", ""))],
                           [r for r in rows if r["part"] == "filter-file"]) + [""]
         lines += ["**Mapping** (`gkmap map -e 5 --gpus N` beside the single process, whole command; the SAM's md5 "
-                  "without @PG compared with the single process's). Run 2 is the final tree; run 1 (an earlier commit: "
-                  "shares copied by one thread) also has the chunk path (`--chunk-reads 100000`, what `--gpus` ran "
-                  "before issue #22). Timeline: seconds from the start of the run, from its summary.", ""]
+                  "without @PG compared with the single process's; each row names its commit and machine). The "
+                  "newest run (the highest run number; its sets carry no run suffix) is the final tree and the figure's; "
+                  "earlier runs also have the chunk path (`--chunk-reads 100000`, what `--gpus` ran before issue "
+                  "#22). Timeline: seconds from the start of the run, from its summary.", ""]
         lines += md_table([("set", "set"), ("reads", "reads"), ("run", "run"), ("commit", "commit"),
+                           ("machine", lambda r: r.get("machine", "")),
                            ("wall s", "wall_s"), ("reads/s", "reads_per_s"), ("x single", "speedup_vs_single"),
                            ("eff.", "efficiency_vs_single"), ("SAM = single", "sam_identical_to_single"),
                            ("timeline", "timeline")], [r for r in rows if r["part"] == "map"]) + [""]
