@@ -118,8 +118,8 @@ __device__ __forceinline__ void build_peq(const uint8_t *read, int len, int reve
 
 /* A read's forward masks. On the host one thread takes a block of windows in order, and a read's windows
  * lie side by side (they are made read by read), so the masks of the last read are kept per thread and
- * built again only when the read changes (chr20, 553,252 windows at one thread: verify_windows 0.69 ->
- * 0.62 s, median of five paired runs); a GPU thread builds them for its one window. */
+ * built again only when the read changes (chr20, 553,252 windows at one thread: verify_windows 0.72 ->
+ * 0.63 s, median of five paired runs); a GPU thread builds them for its one window. */
 struct Peq {
     u64 a[MAX_WORDS], c[MAX_WORDS], g[MAX_WORDS], t[MAX_WORDS];
 };
