@@ -116,40 +116,6 @@ __device__ __forceinline__ void build_peq(const uint8_t *read, int len, int reve
     }
 }
 
-/* A read's forward masks. On the host one thread takes a block of windows in order, and a read's windows
- * lie side by side (they are made read by read), so the masks of the last read are kept per thread and
- * built again only when the read changes (chr20, 553,252 windows at one thread: verify_windows 0.72 ->
- * 0.63 s, median of five paired runs); a GPU thread builds them for its one window. */
-struct Peq {
-    u64 a[MAX_WORDS], c[MAX_WORDS], g[MAX_WORDS], t[MAX_WORDS];
-};
-
-#ifdef GKMAP_HOST
-#include <cstring>
-/* at file scope, static: a function's static locals would be one object shared by every library loaded
- * (GCC's unique symbols), and the libraries of other MAX_WORDS would overrun it */
-GKMAP_TLS Peq kept;
-GKMAP_TLS uint8_t kept_read[64 * MAX_WORDS];  /* the bases, not the pointer: launches reuse buffers */
-GKMAP_TLS int kept_len = -1;
-
-__device__ __forceinline__ const Peq &peq_of(const uint8_t *read, int L)
-{
-    if (L != kept_len || memcmp(read, kept_read, L) != 0) {
-        build_peq(read, L, 0, kept.a, kept.c, kept.g, kept.t);
-        memcpy(kept_read, read, L);
-        kept_len = L;
-    }
-    return kept;
-}
-#else
-__device__ __forceinline__ Peq peq_of(const uint8_t *read, int L)
-{
-    Peq peq;
-    build_peq(read, L, 0, peq.a, peq.c, peq.g, peq.t);
-    return peq;
-}
-#endif
-
 __device__ __forceinline__ void reset(u64 (&Pv)[MAX_WORDS], u64 (&Mv)[MAX_WORDS])
 {
 #pragma unroll
@@ -166,11 +132,11 @@ __device__ __forceinline__ void reset(u64 (&Pv)[MAX_WORDS], u64 (&Mv)[MAX_WORDS]
  * the rest of D is 255 (a candidate window that is no alignment, most of them, stops about a third of
  * the way before its end). */
 __device__ __forceinline__ int last_row(const uint8_t *read, int L, const uint8_t *win, int W, int skip, int e,
-                                        uint8_t *D, const Peq &peq)
+                                        uint8_t *D)
 {
-    u64 Pv[MAX_WORDS], Mv[MAX_WORDS];
-    const u64 (&pA)[MAX_WORDS] = peq.a, (&pC)[MAX_WORDS] = peq.c, (&pG)[MAX_WORDS] = peq.g, (&pT)[MAX_WORDS] = peq.t;
+    u64 pA[MAX_WORDS], pC[MAX_WORDS], pG[MAX_WORDS], pT[MAX_WORDS], Pv[MAX_WORDS], Mv[MAX_WORDS];
     const int nw = (L + 63) / 64, last_bit = (L - 1) & 63;
+    build_peq(read, L, 0, pA, pC, pG, pT);
     reset(Pv, Mv);
     int score = L, best = e + 1;
     for (int j = 0; j < W; ++j) {
@@ -247,7 +213,7 @@ extern "C" __global__ void verify_windows(
         return;
     }
     uint8_t D[MAX_WIN];
-    const int best = last_row(read, L, win, W, win_skip ? win_skip[i] : 0, e, D, peq_of(read, L));
+    const int best = last_row(read, L, win, W, win_skip ? win_skip[i] : 0, e, D);
     if (best > e) {
         best_out[i] = -1;
         n_ends_out[i] = 0;
@@ -305,7 +271,7 @@ extern "C" __global__ void verify_wide(
     const uint8_t *read = reads + read_start[i];
     const uint8_t *win = genome + win_start[i];
     uint8_t *D = rows + row_offset[i];
-    const int best = last_row(read, L, win, W, win_skip ? win_skip[i] : 0, e, D, peq_of(read, L));
+    const int best = last_row(read, L, win, W, win_skip ? win_skip[i] : 0, e, D);
     if (best > e) {
         best_out[i] = -1;
         n_ends_out[i] = 0;
