@@ -95,10 +95,11 @@ CONNECT_TIMEOUT = "30s"
 # A chunk's reads ride in its task (see the module docstring), which Dask would warn about as a large graph.
 MALLOC_TRIM = "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_"  # see local_cluster
 LARGE_TASK = {"distributed.admin.large-graph-warning-threshold": "4GiB"}
-SHARES_PER_WORKER = 6       # byte ranges of the reads file per worker (shares). The client copies each part
-                            # into the output as soon as the shares before it are done; the copies into one
-                            # file take turns (its inode lock), so they are one stream that must start early:
-                            # with 2 shares a worker, 4 H100s waited 2.8 s for the copies after the mapping
+SHARES_PER_WORKER = 2       # byte ranges of the reads file per worker (shares): a second one lets the client
+                            # copy the first parts into the output while the workers map the last ones. The
+                            # copies into one file take turns (its inode lock): on 4 H200s, chr20 10M reads,
+                            # 2 shares a worker waited 2.8 s for them after the mapping and 6 waited 1.5 s,
+                            # but 6 shares' readers cost more (parse 5.5 against 2.4 s): 0.95x against 0.98x
 COPY_THREADS = 8            # part files copied into the output at once (each to its own offset)
 CUT_WINDOW = 1 << 16        # bytes read at a cut to find the next record's start (doubled up to CUT_MAX)
 CUT_MAX = 1 << 24
