@@ -4,7 +4,7 @@ says what is done to the reads.
     local   this process: one loop for single-end and paired-end jobs (local.py); also `--gpus 1` (or
             `--gpus auto` with one GPU visible) without --chunk-reads: one GPU is mapped on fastest by the
             single process (Dask's workers, their start and the copy of their parts cost 50 % more on
-            4 H100s: issue #22), and the SAM is the same
+            4 H200s: issue #22), and the SAM is the same
     dask    Dask workers: one per GPU of this host, N local workers or a cluster (mapper/cluster.py;
             imported only for such runs, since dask is an optional dependency)
 """
