@@ -73,7 +73,7 @@ def visible_gpus():
     else every GPU `nvidia-smi -L` lists. No CUDA call: a Dask run's client needs no GPU context of its own."""
     listed = os.environ.get("CUDA_VISIBLE_DEVICES")
     if listed is not None:
-        return [gpu.strip() for gpu in listed.split(",") if gpu.strip()]
+        return [entry.strip() for entry in listed.split(",") if entry.strip()]
     smi = shutil.which("nvidia-smi")
     if smi is None:
         return []

@@ -17,10 +17,10 @@ from mapper.runners.local import run_local
 
 def one_local_gpu(opts):
     """Whether the run asks for a single GPU of this host and nothing that only Dask does (--chunk-reads)."""
-    if opts.gpus is None or opts.chunk_reads is not None:
-        return False
+    if opts.gpus not in (1, "auto") or opts.chunk_reads is not None:
+        return False  # no need to ask which GPUs there are (nvidia-smi): the Dask runner asks
     visible = len(visible_gpus())
-    return visible >= 1 and (opts.gpus == 1 or (opts.gpus == "auto" and visible == 1))
+    return visible == 1 or (visible > 1 and opts.gpus == 1)
 
 
 def make_runner(opts):
