@@ -72,10 +72,10 @@ UNPACK_WORDS = 1 << 22  # words a thread unpacks at a time (64 M bases)
 
 def unpack_2bit(words, n, nmask=None):
     """Inverse of `pack_2bit`: uint32 words -> uint8 codes [n], N where the packed mask `nmask` has a bit (A
-    without one). One lookup of 4 codes per byte, the word's bytes taken high to low (2.5x faster than a
-    lookup per base pair), in pieces on every core (numpy's take runs without the GIL): a human genome
-    took 5.5 s on one core of an H200 host. The mask is applied to the 8-base blocks of its non-zero bytes
-    only (a genome's N runs are a few percent of it)."""
+    without one). One lookup of 4 codes per byte, the word's bytes taken high to low, in pieces on every
+    core (numpy's take runs without the GIL): the unpacking before, on one core, took 5.47 s for a 3.09 Gbp
+    genome on an H200 host (scripts/profile_load.py's steps). The mask is applied to the 8-base blocks of
+    its non-zero bytes only (a genome's N runs are a few percent of it)."""
     little = np.asarray(words, dtype="<u4").view(np.uint8).reshape(-1, 4)
     codes = np.empty(len(little) * 16, dtype=np.uint8)  # 16 bases a word: 8 | its length
     quads = codes.view(np.uint32).reshape(-1, 4)

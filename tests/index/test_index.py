@@ -110,6 +110,18 @@ def test_unpack_in_pieces_is_the_inverse_of_pack(monkeypatch, n):
     assert packed.dtype == np.uint8 and np.array_equal(packed, codes)
 
 
+def test_profile_load_script_times_each_step(tmp_path, tricky_fasta):
+    import subprocess
+    import sys
+    from pathlib import Path
+    build_index(tricky_fasta, 10, tmp_path / "idx")
+    script = Path(__file__).resolve().parents[2] / "scripts" / "profile_load.py"
+    out = subprocess.run([sys.executable, str(script), str(tricky_fasta), str(tmp_path / "idx")],
+                         capture_output=True, text=True, check=True).stdout
+    assert [line.split(":")[0] for line in out.splitlines()] == [
+        "load_index", "unpack the reference (0.00 G bases)", "render processes' reference files"], out
+
+
 def test_unchanged_reference_is_not_hashed_again(tmp_path, monkeypatch):
     """Loading trusts the checksum recorded at build time while the FASTA keeps its size and modification
     time; an edit of the same size (new time) is still caught."""
