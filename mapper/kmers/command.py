@@ -31,7 +31,7 @@ def add_arguments(parser):
 
     def action(name, help_text):
         p = actions.add_parser(name, help=help_text, description=help_text,
-                               formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                               formatter_class=parser.formatter_class)  # the command line's: defaults once
         # accepted after the action too; the `kmers` parser owns the defaults
         p.add_argument("--quiet", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
         p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
@@ -46,7 +46,7 @@ def add_arguments(parser):
                    help="where to sort: auto = cuda when a GPU and pycuda are present")
     p.add_argument("--memory", type=float, default=2.0, metavar="GB",
                    help="memory for k-mer buffers; beyond it sorted runs are spilled to --tmp")
-    p.add_argument("--tmp", metavar="DIR", help="folder for spilled runs; None means OUT's folder")
+    p.add_argument("--tmp", metavar="DIR", help="folder for spilled runs (default: OUT's folder)")
     p.add_argument("-t", "--threads", type=int, default=0, metavar="N",
                    help="host threads (parsing, the cpu backend's work); 0 = every core")
     p.add_argument("-o", "--output", required=True, metavar="OUT", help="the table to write")

@@ -290,6 +290,18 @@ def test_help_shows_each_default_once_and_examples(capsys):
     assert text.rstrip().endswith(examples.rstrip())
 
 
+@pytest.mark.parametrize("command", [["index"], ["filter"], ["kmers", "count"], ["kmers", "dump"],
+                                     ["kmers", "histo"], ["kmers", "query"]])
+def test_every_command_shows_defaults_once(capsys, command):
+    """The other commands' help follows map's: no "(default: None)" or "(default: False)" and at most one
+    default an option."""
+    from mapper.cli import main
+    assert main([*command, "--help"]) == 0
+    text = capsys.readouterr().out
+    assert "(default: None)" not in text and "(default: False)" not in text, text
+    assert all(block.count("(default:") <= 1 for block in text.split("\n  -")[1:]), text
+
+
 @pytest.mark.parametrize("paired", [False, True], ids=["single", "paired"])
 def test_distributed_runs_write_read_groups_and_comments(gkmap, tmp_path, paired):
     """-R and --comment on Dask workers (--local-cluster): the header and every record as in one process."""
