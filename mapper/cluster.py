@@ -3,11 +3,11 @@ per GPU of this host (`--gpus`), N local workers (`--local-cluster`) or a Dask c
 
     client (this process)                                     worker (one per GPU, or per core)
     read_batches(--chunk-reads) -- chunk i --submit-->        IndexPlugin: index + backend + the run's job
-    OrderedWriter -> Sinks <-- ChunkResult ({sink: text},     map_chunk: job.map, then its render processes
-                      Counters, worker name) --
+    OrderedWriter -> Sinks <-- ChunkResult ([{sink: text}],   map_chunk: the run loop over one chunk
+                      Counters, worker name) --               (runners/local.py `drive`: job.map, render)
 
-The worker tasks know nothing of single- or paired-end: they call the run's job (mapper/jobs.py), as the
-local runner does (mapper/runners/local.py), and the client writes through the same Sinks.
+The worker tasks know nothing of single- or paired-end: they call the run's job (mapper/jobs.py) through
+the local runner's loop (mapper/runners/local.py), and the client writes through the same Sinks.
 
 - Order: chunk i is written only after chunks 0..i-1 (a writer keyed by chunk index), so the outputs are
   the single-process outputs byte for byte (the @PG line aside): records depend on the read alone, not its
@@ -37,7 +37,7 @@ Shares (issue #22): on a local cluster (--gpus, --local-cluster), a single-end r
 written to a file is not streamed through the client. The client cuts the file into `SHARES_PER_WORKER`
 byte ranges of whole records per worker (`share_cuts`: a few reads of the file, no parsing) and each
 `map_share` task reads its own range with the block parser and runs the single-process pipeline on it
-(GPU mapping overlapped with its render processes, `map_batches`), writing the SAM records to a part file
+(GPU mapping overlapped with its render processes: the run loop of runners/local.py, `drive_on_worker`), writing the SAM records to a part file
 beside the output; the client copies the parts into the output in order (os.sendfile) as they finish. Why:
 through the chunk path the client parsed, pickled and sent every read and received and wrote every SAM
 text, and each worker rendered a chunk before it could map the next: on 4 H100s `--gpus 4` ran at 0.38x
@@ -73,10 +73,11 @@ from mapper.index import load_index, open_index, read_meta
 from mapper.jobs import job_for
 from mapper.outputs import BackgroundWriter
 from mapper.paired import PairCounters
-from mapper.pipeline import Counters, add_ints, count_batch, progress_bar
+from mapper.pipeline import Counters, add_ints, progress_bar
 from mapper.read_blocks import FastqBlocks, Unsure, read_chunks
 from mapper.reads import _UPPER, ReadBatch, _detect_format_from_name, prefetch, read_batches, with_codes
 from mapper.render import MAX_WORKERS, HostWorkers, SpilledText
+from mapper.runners.local import drive
 from mapper.sinks import Format, Sinks, run_header
 
 try:
@@ -119,7 +120,7 @@ class RemoteError(GkmapError):
 
 @dataclass
 class ChunkResult:
-    texts: dict       # {sink name: text} (mapper/sinks.py)
+    texts: list       # pieces in order, each {sink name: text} (mapper/sinks.py)
     counters: Counters
     worker: str       # the name of the worker that mapped it (stable across a restart of that worker)
     pairs: PairCounters = None   # paired runs: the chunk's pair classes
@@ -160,14 +161,13 @@ class IndexPlugin(WorkerPlugin):
                 pool.shutdown(cancel_futures=True)
             return
         self.index, self.backend = index, backend
-        # SAM rendering in processes of this worker (-t per worker, spawned above; inline in a daemonic
-        # worker process, which may not start processes)
         opts = self.opts
-        self.renderer = HostWorkers(opts.threads or 1, 1, index.reference, opts.best, opts.max_records,
-                                    bool(opts.unmapped), opts.read_group_id)
-        self.renderer.adopt(pool)
         filter_mode = FILTER_MODES[opts.filter]
         self.job = job_for(opts).attach(index, backend, filter_mode)
+        # SAM rendering in processes of this worker (-t per worker, spawned above; inline in a daemonic
+        # worker process, which may not start processes), from the first batch of any size
+        self.renderer = self.job.render_host(opts.threads or 1, batch_size=1)
+        self.renderer.adopt(pool)
         devices = dict(backend.devices, filter=backend.name if filter_mode else "none")
         self.stages = ", ".join(f"{stage}: {devices[stage]}" for stage in ("seed", "filter", "verify"))
 
@@ -238,18 +238,27 @@ def mapped_input(value):
 
 
 @remote
-def map_chunk(batch, plugin_name):
-    """Map one single-end chunk (a ReadBatch) with this worker's index and backend: a ChunkResult."""
+def map_chunk(item, plugin_name):
+    """Map and render one chunk (a ReadBatch) with this worker's index, backend and render processes: the
+    run loop (runners/local.py) over this one item. A ChunkResult whose texts travel to the client (str)."""
     worker, plugin = loaded(plugin_name)
     counters = Counters(stages=plugin.stages)
-    return ChunkResult(render_mapped(plugin, plugin.job.map(batch, counters), counters), counters, str(worker.name))
+    pieces = []
+    drive_on_worker(plugin, [item], counters, pieces.append)
+    return ChunkResult([{name: text if isinstance(text, str) else text.text() for name, text in piece.items()}
+                        for piece in pieces], counters, str(worker.name))
 
 
-def render_mapped(plugin, mapped, counters):
-    """{sink name: text} of a mapped single-end batch, by this worker's render processes (or inline)."""
-    done = plugin.renderer.render_now(mapped.batch, mapped.rows, mapped.maps)
-    count_batch(counters, done)
-    return {"sam": done.sam, "unmapped": done.unmapped, "candidates": mapped.candidates}
+def drive_on_worker(plugin, items, counters, put):
+    """The run loop over `items` with this worker's job and render processes, which it keeps for the next
+    task: on an error nothing of these items stays queued in them."""
+    renderer = plugin.job.renderer_on(plugin.renderer, counters)
+    try:
+        drive(plugin.job, items, counters, renderer, put)
+    except BaseException:
+        for _ in renderer.ready(block=True):
+            pass
+        raise
 
 
 class ShareUnsure(RemoteError):
@@ -296,29 +305,6 @@ def share_batches(path, begin, end, batch_size):
             first += len(names)
 
 
-def map_batches(batches, plugin, counters, out):
-    """The single-process loop (runners/local.py) on a worker: each batch mapped on this worker's backend
-    and handed to its render processes, whose texts `out` (a BackgroundWriter) writes in order as they are
-    done, so the GPU maps the next batch while the last one renders."""
-    renderer = plugin.renderer
-
-    def write(block=False):
-        for _, parts in renderer.ready(block):
-            for part in parts:
-                count_batch(counters, part)
-                out.put(part.sam)
-    try:
-        for batch in counters.timed_iter("parse", batches):
-            mapped = plugin.job.map(batch, counters)
-            renderer.submit(mapped.batch, mapped.rows, mapped.maps)
-            write()
-        write(block=True)
-    except BaseException:
-        for _ in renderer.ready(block=True):  # nothing of this share stays queued for the next task
-            pass
-        raise
-
-
 @remote
 def map_share(path, begin, end, part, plugin_name):
     """Map the reads in bytes [begin, end) of `path` (whole FASTQ records) into the SAM records of file
@@ -331,7 +317,7 @@ def map_share(path, begin, end, part, plugin_name):
         with open(part, "w") as handle:
             out = BackgroundWriter(handle)
             try:
-                map_batches(batches, plugin, counters, out)
+                drive_on_worker(plugin, batches, counters, lambda piece: piece.get("sam") and out.put(piece["sam"]))
             finally:
                 out.close(raise_error=False)
             out.close()
@@ -339,7 +325,7 @@ def map_share(path, begin, end, part, plugin_name):
         return ShareUnsure(f"{path}: bytes {begin}..{end}: a record the block parser does not check")
     finally:
         batches.close()
-    return ChunkResult({"sam": SpilledText(part, os.path.getsize(part))}, counters, str(worker.name))
+    return ChunkResult([{"sam": SpilledText(part, os.path.getsize(part))}], counters, str(worker.name))
 
 
 @remote
@@ -375,7 +361,7 @@ def render_item(chunk, settings, plugin_name):
     job = copy.copy(plugin.job)               # the settings are this run's; the worker's job is shared
     job.settings = settings
     tally = job.tally(copy.deepcopy(chunk.counters))  # the mapped chunk stays as it is, for a rerun of this task
-    return ChunkResult(render_on_worker(job, chunk.mapped, tally), tally.mates, chunk.worker, tally)
+    return ChunkResult([render_on_worker(job, chunk.mapped, tally)], tally.mates, chunk.worker, tally)
 
 
 def setup_error(plugin_name, dask_worker):
@@ -698,7 +684,7 @@ def map_shares(client, token, plugin_name, opts, cuts, output, account, timed, t
                     os.ftruncate(fd, mark)
                     output.seek(mark)
                     return False
-                part = result.texts["sam"]
+                part, = (piece["sam"] for piece in result.texts)
                 copies.append(pool.submit(copy_part, part, fd, offset))
                 offset += part.size
                 results.append(result)
@@ -755,7 +741,8 @@ def map_distributed(opts):
 
         def write(result):
             with counters.timed("output"):
-                sinks.put(result.texts)
+                for piece in result.texts:
+                    sinks.put(piece)
             account(result)
 
         def account(result):

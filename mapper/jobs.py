@@ -10,13 +10,16 @@ the same steps whatever the job is:
     lookahead(mapped)       what `settle` needs of a mapped item, small enough to send to a client
     settle(items)           settings that need the first mapped items (the paired insert-size range);
                             consumes (item, lookahead) pairs only as far as needed, returns those it took
+    renderer(tally, n, pool)  what renders the mapped items for the run loop (runners/local.py `drive`):
+                            submit(mapped), then ready(block) -> (units, [{sink name: text}]) in order
+    renderer_on(host, tally)  the same over render processes the caller keeps (a Dask worker's)
     render(mapped, tally)   {sink name: text}: records of a mapped item (picklable job: runs anywhere)
     tally(counters)         the run's count object (Counters, or PairCounters around them)
     report(tally)           log the run summary
 
-Both jobs render in render processes (render.HostWorkers: the runner asks `renderer`; single-end batches
-as files, paired-end batches through `submit_call`), or inline where processes do not pay; `render` is the
-same work in the calling thread (a Dask task, the API).
+Both jobs render in render processes (render.HostWorkers: single-end batches as files, paired-end batches
+through `submit_call`), or inline where processes do not pay; `render` is the same work in the calling
+thread (a paired chunk's task on a Dask worker, the API).
 """
 import io
 import itertools
@@ -76,6 +79,24 @@ class _Job:
         log.info("%s", tally.summary())
         return tally
 
+    def render_host(self, workers, batch_size=None):
+        """render.HostWorkers for this run's records: `workers` processes, started with the first batch of
+        `batch_size` reads (the run's --batch-size by default; inline before that)."""
+        opts = self.opts
+        return HostWorkers(workers, batch_size or opts.batch_size, self.index.reference, opts.best,
+                           opts.max_records, bool(opts.unmapped), opts.read_group_id)
+
+    def renderer(self, tally, workers, pool=None):
+        """The renderer a runner drives (submit / ready, below), over `workers` render processes of its own
+        (`pool` from HostWorkers.spawn if started early); they end with the renderer's `with` block."""
+        host = self.render_host(workers)
+        host.adopt(pool)
+        return self.renderer_on(host, tally)
+
+    def renderer_on(self, host, tally):
+        """The renderer over render processes the caller keeps (a Dask worker's, used by every task)."""
+        raise NotImplementedError
+
 
 class SingleEndJob(_Job):
     unit = " reads"
@@ -103,13 +124,7 @@ class SingleEndJob(_Job):
         count_batch(tally, done)
         return {"sam": done.sam, "unmapped": done.unmapped, "candidates": mapped.candidates}
 
-    def renderer(self, tally, workers, pool=None):
-        """Render processes for this run's batches (render.HostWorkers, `workers` of them; `pool` from
-        HostWorkers.spawn if started early), behind the runner's submit / ready interface."""
-        opts = self.opts
-        host = HostWorkers(workers, opts.batch_size, self.index.reference, opts.best, opts.max_records,
-                           bool(opts.unmapped), opts.read_group_id)
-        host.adopt(pool)
+    def renderer_on(self, host, tally):
         return _BatchRenderer(host, tally)
 
 
@@ -182,13 +197,8 @@ class PairedEndJob(_Job):
         tally.merge(counts)
         return texts
 
-    def renderer(self, tally, workers, pool=None):
-        """Render processes for the pairs (render.HostWorkers.submit_call of paired.render_pairs), as the
-        single-end batches get them; inline with one worker or a short input."""
-        opts = self.opts
-        host = HostWorkers(workers, opts.batch_size, self.index.reference, opts.best, opts.max_records, False,
-                           opts.read_group_id)
-        host.adopt(pool)
+    def renderer_on(self, host, tally):
+        """The pairs go to the render processes as calls of paired.render_pairs (HostWorkers.submit_call)."""
         return _PairRenderer(host, self, tally)
 
     def report(self, tally):

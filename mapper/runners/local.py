@@ -1,6 +1,7 @@
-"""The run loop in this process, for any job (mapper/jobs.py): single-end and paired-end alike.
+"""The run loop, for any job (mapper/jobs.py): single-end and paired-end alike, in this process or in a
+Dask worker's task (mapper/cluster.py runs `drive` over a share of the reads file, or over one chunk).
 
-    inputs (a parsing thread) -> job.map (the device) -> renderer (render processes, or inline) -> Sinks
+    inputs (a parsing thread) -> job.map (the device) -> renderer (render processes, or inline) -> sinks
 
 The reader thread and the render processes start first: they parse and import while the index loads. The
 main process maps batch after batch; the renderer hands back finished batches in input order, which the
@@ -26,6 +27,25 @@ def _several_batches(opts, bytes_per_read=50):
         return False
 
 
+def drive(job, items, counters, renderer, put, advance=None):
+    """The one loop: each input item mapped by the job, in order, handed to `renderer` (submit / ready, see
+    jobs.py), and every rendered piece ({sink name: text}) given to `put` in input order as soon as it is
+    done, so the device maps the next item while the last one renders; `advance(units)` after each item's
+    pieces (a progress bar)."""
+    def write(block=False):
+        for units, texts in renderer.ready(block):
+            for piece in texts:
+                put(piece)
+            if advance is not None:
+                advance(units)
+
+    mapped = (job.map(item, counters) for item in counters.timed_iter("parse", items))
+    for item in settled(job, mapped):
+        renderer.submit(item)
+        write()
+    write(block=True)
+
+
 def run_local(job):
     """Run `job` in this process; returns its tally (Counters, or PairCounters)."""
     opts = job.opts
@@ -42,18 +62,7 @@ def run_local(job):
         progress = stack.enter_context(progress_bar(opts, job.unit))
         sinks = stack.enter_context(Sinks(job.outputs(opts), run_header(job.index.reference, opts), Format.of(opts)))
         renderer = stack.enter_context(job.renderer(tally, workers, pool))
-
-        def write(block=False):
-            for units, texts in renderer.ready(block):
-                for piece in texts:
-                    sinks.put(piece)
-                progress.update(units)
-
-        mapped = (job.map(item, counters) for item in counters.timed_iter("parse", items))
-        for item in settled(job, mapped):
-            renderer.submit(item)
-            write()
-        write(block=True)
+        drive(job, items, counters, renderer, sinks.put, progress.update)
         with counters.timed("output"):
             sinks.close()
     counters.seconds = time.perf_counter() - t0

@@ -66,7 +66,7 @@ def test_each_worker_gets_its_own_environment(client):
 @pytest.mark.parametrize("fault", [kill_worker_on_first_call, raise_on_first_call])
 def test_fault_is_retried_without_losing_reads(gkmap, index_dir, tmp_path, single_sam, client, fault):
     victim = sorted(client.nthreads())[0]
-    client.run(fault, "render_mapped", workers=[victim])
+    client.run(fault, "drive_on_worker", workers=[victim])
     code, err = gkmap(*map_args(index_dir, tmp_path, "--scheduler", client.scheduler.address))
     assert code == 0, err
     assert without_pg(tmp_path / "out.sam") == without_pg(single_sam / "out.sam")
