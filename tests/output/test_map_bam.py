@@ -105,3 +105,22 @@ def test_a_failed_run_leaves_no_bam_and_no_temporary_file(gkmap, index_dir, tmp_
                       "-o", tmp_path / "out.bam", MEASLES, reads)
     assert code == 1 and len(err.strip().splitlines()) == 1, err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["reads.fq"]
+
+
+def test_format_benchmark_runs_every_format(tmp_path, index_dir):
+    """scripts/bench_formats.py (issue #18's whole-command rates) on the measles reads: each format's line,
+    each BAM checked against the SAM's records by the script itself."""
+    import sys
+    from pathlib import Path
+    need_tool("samtools")
+    reads = tmp_path / "r.fq"
+    with gzip.open(MEASLES_PAIR[0], "rt") as src:
+        reads.write_text("".join(line for _, line in zip(range(4000), src)))
+    script = Path(__file__).resolve().parents[2] / "scripts" / "bench_formats.py"
+    out = subprocess.run([sys.executable, str(script), str(MEASLES), str(reads), "--index", str(index_dir(MEASLES)),
+                          "--device", "cpu", "-t", "1", "--repeat", "1", "--tmp", str(tmp_path)],
+                         capture_output=True, text=True, check=True).stdout
+    rows = {line.split()[0]: line for line in out.splitlines()[2:]}
+    assert sorted(rows) == ["bam", "sam", "sorted", "view-b"], out
+    assert all(line.endswith("records = sam") for line in rows.values()), out
+    assert out.startswith("1,000 reads"), out
