@@ -2,9 +2,9 @@
 per GPU of this host (`--gpus`), N local workers (`--local-cluster`) or a Dask cluster (`--scheduler`).
 
     client (this process)                                     worker (one per GPU, or per core)
-    read_batches(--chunk-reads) -- chunk i --submit-->        IndexPlugin: index + backend + the run's job
+    job.inputs(--chunk-reads) -- chunk i --submit-->          IndexPlugin: index + backend + the run's job
     OrderedWriter -> Sinks <-- ChunkResult ([{sink: text}],   map_chunk: the run loop over one chunk
-                      Counters, worker name) --               (runners/local.py `drive`: job.map, render)
+                      tally, worker name) --                  (runners/local.py `drive`: job.map, render)
 
 The worker tasks know nothing of single- or paired-end: they call the run's job (mapper/jobs.py) through
 the local runner's loop (mapper/runners/local.py), and the client writes through the same Sinks.
@@ -72,10 +72,9 @@ from mapper.filters.windows import MODES as FILTER_MODES
 from mapper.index import load_index, open_index, read_meta
 from mapper.jobs import job_for
 from mapper.outputs import BackgroundWriter
-from mapper.paired import PairCounters
-from mapper.pipeline import Counters, add_ints, progress_bar
+from mapper.pipeline import Counters, progress_bar
 from mapper.read_blocks import FastqBlocks, Unsure, read_chunks
-from mapper.reads import _UPPER, ReadBatch, _detect_format_from_name, prefetch, read_batches, with_codes
+from mapper.reads import _UPPER, ReadBatch, _detect_format_from_name, prefetch, with_codes
 from mapper.render import MAX_WORKERS, HostWorkers, SpilledText
 from mapper.runners.local import drive
 from mapper.sinks import Format, Sinks, run_header
@@ -121,9 +120,10 @@ class RemoteError(GkmapError):
 @dataclass
 class ChunkResult:
     texts: list       # pieces in order, each {sink name: text} (mapper/sinks.py)
-    counters: Counters
+    tally: object     # the job's tally of the chunk (Counters; paired: PairCounters around them)
+    counters: Counters  # its mapping counts and seconds per stage (the tally itself, or the tally's mates)
     worker: str       # the name of the worker that mapped it (stable across a restart of that worker)
-    pairs: PairCounters = None   # paired runs: the chunk's pair classes
+    units: int        # reads (paired: read pairs) in it, for the progress bar
 
 
 @dataclass
@@ -244,21 +244,23 @@ def map_chunk(item, plugin_name):
     worker, plugin = loaded(plugin_name)
     counters = Counters(stages=plugin.stages)
     pieces = []
-    drive_on_worker(plugin, [item], counters, pieces.append)
+    units = drive_on_worker(plugin, [item], counters, pieces.append)
     return ChunkResult([{name: text if isinstance(text, str) else text.text() for name, text in piece.items()}
-                        for piece in pieces], counters, str(worker.name))
+                        for piece in pieces], counters, counters, str(worker.name), units)
 
 
 def drive_on_worker(plugin, items, counters, put):
     """The run loop over `items` with this worker's job and render processes, which it keeps for the next
-    task: on an error nothing of these items stays queued in them."""
+    task: on an error nothing of these items stays queued in them. Returns the units (reads) driven."""
     renderer = plugin.job.renderer_on(plugin.renderer, counters)
+    units = [0]
     try:
-        drive(plugin.job, items, counters, renderer, put)
+        drive(plugin.job, items, counters, renderer, put, lambda n: units.__setitem__(0, units[0] + n))
     except BaseException:
         for _ in renderer.ready(block=True):
             pass
         raise
+    return units[0]
 
 
 class ShareUnsure(RemoteError):
@@ -317,7 +319,8 @@ def map_share(path, begin, end, part, plugin_name):
         with open(part, "w") as handle:
             out = BackgroundWriter(handle)
             try:
-                drive_on_worker(plugin, batches, counters, lambda piece: piece.get("sam") and out.put(piece["sam"]))
+                units = drive_on_worker(plugin, batches, counters,
+                                        lambda piece: piece.get("sam") and out.put(piece["sam"]))
             finally:
                 out.close(raise_error=False)
             out.close()
@@ -325,7 +328,8 @@ def map_share(path, begin, end, part, plugin_name):
         return ShareUnsure(f"{path}: bytes {begin}..{end}: a record the block parser does not check")
     finally:
         batches.close()
-    return ChunkResult([{"sam": SpilledText(part, os.path.getsize(part))}], counters, str(worker.name))
+    return ChunkResult([{"sam": SpilledText(part, os.path.getsize(part))}], counters, counters, str(worker.name),
+                       units)
 
 
 @remote
@@ -360,8 +364,10 @@ def render_item(chunk, settings, plugin_name):
     _, plugin = loaded(plugin_name)
     job = copy.copy(plugin.job)               # the settings are this run's; the worker's job is shared
     job.settings = settings
-    tally = job.tally(copy.deepcopy(chunk.counters))  # the mapped chunk stays as it is, for a rerun of this task
-    return ChunkResult([render_on_worker(job, chunk.mapped, tally)], tally.mates, chunk.worker, tally)
+    counters = copy.deepcopy(chunk.counters)  # the mapped chunk stays as it is, for a rerun of this task
+    tally = job.tally(counters)
+    return ChunkResult([render_on_worker(job, chunk.mapped, tally)], tally, counters, chunk.worker,
+                       job.units(chunk.mapped))
 
 
 def setup_error(plugin_name, dask_worker):
@@ -540,10 +546,16 @@ class Ahead:
         return self.queue.popleft()
 
 
-def map_single(stream, opts, plugin_name, counters):
-    """Single-end chunks: one map_chunk task each."""
-    batches = counters.timed_iter("parse", read_batches(opts.reads, opts.chunk_reads or opts.batch_size))
-    stream.run(batches, lambda chunk, batch: stream.submit(map_chunk, batch, plugin_name, chunk=chunk))
+def map_chunks(stream, job, plugin_name, counters):
+    """The job's input in chunks (--chunk-reads, else --batch-size), each mapped and rendered by one
+    map_chunk task; a job that settles on its first mapped items gets two tasks a chunk (map_settled)."""
+    if job.settles:
+        map_settled(stream, job, plugin_name, counters)
+        return
+    chunks = job.inputs(job.opts.chunk_reads or job.opts.batch_size)
+    with contextlib.closing(chunks):
+        stream.run(counters.timed_iter("parse", chunks),
+                   lambda chunk, item: stream.submit(map_chunk, item, plugin_name, chunk=chunk))
 
 
 def map_settled(stream, job, plugin_name, counters):
@@ -719,8 +731,9 @@ def map_distributed(opts):
                           threads=plan[1] if plan else render_processes(opts))
     plugin = IndexPlugin(worker_opts, index.folder.resolve(), read_meta(index.folder)["reference"]["checksum"],
                          index.ws, token)
+    job = job_for(opts)   # this side of the job: its outputs, inputs, settling and report
     counters = Counters()
-    pairs = PairCounters(counters) if opts.paired else None
+    run = job.tally(counters)
     tally = RunTally()
     with contextlib.ExitStack() as stack:
         stack.enter_context(quiet_dask())
@@ -735,9 +748,8 @@ def map_distributed(opts):
             raise refusals[0]
         ready, timeline = time.perf_counter(), []
         log.info("mapping on %d Dask workers (dashboard: %s)", len(client.nthreads()), client.dashboard_link)
-        sinks = stack.enter_context(Sinks(job_for(opts).outputs(opts), run_header(index.reference, opts),
-                                          Format.of(opts)))
-        progress = stack.enter_context(progress_bar(opts, " pairs" if opts.paired else " reads"))
+        sinks = stack.enter_context(Sinks(job.outputs(opts), run_header(index.reference, opts), Format.of(opts)))
+        progress = stack.enter_context(progress_bar(opts, job.unit))
 
         def write(result):
             with counters.timed("output"):
@@ -746,13 +758,11 @@ def map_distributed(opts):
             account(result)
 
         def account(result):
-            counters.merge(result.counters)
-            if pairs is not None:
-                add_ints(pairs, result.pairs)
+            run.merge(result.tally)
             tally.per_worker[result.worker] += 1
             tally.times.setdefault(result.worker, Tally()).update(result.counters.times)
             tally.stages.add(result.counters.stages)
-            progress.update(result.pairs.pairs if pairs is not None else result.counters.reads)
+            progress.update(result.units)
             progress.set_postfix_str(f"{writer.written + 1}/{tally.chunks} chunks", refresh=False)
 
         writer = OrderedWriter(write)
@@ -764,20 +774,14 @@ def map_distributed(opts):
                                 counters.timed, timeline)
             if not shares:
                 tally.chunks = 0
-        if opts.paired:
-            job = job_for(opts)
-            map_settled(stream, job, plugin_name, counters)
-            pairs.insert = (job.settings.lo, job.settings.hi)
-        elif not shares:
-            map_single(stream, opts, plugin_name, counters)
+        if not shares:
+            map_chunks(stream, job, plugin_name, counters)
         retried = retried_chunks(client, token)
         with counters.timed("output"):
             sinks.close()
     counters.stages = "; ".join(sorted(tally.stages))
     counters.seconds = time.perf_counter() - t0
-    log.info("%s", counters.summary())
-    if pairs is not None:
-        log.info("%s", pairs.summary())
+    job.report(run)
     per_worker = ", ".join(f"{name} {n}" for name, n in sorted(tally.per_worker.items()))
     if shares:
         log.info("cluster: %d shares of the reads file, each read and mapped by one worker in batches of %d "
@@ -785,7 +789,7 @@ def map_distributed(opts):
                  len(retried), f" ({', '.join(map(str, retried))})" if retried else "")
     else:
         log.info("cluster: %d chunks of up to %d %s; chunks per worker: %s; retried chunks: %d%s", tally.chunks,
-                 opts.chunk_reads or opts.batch_size, "read pairs" if opts.paired else "reads", per_worker,
+                 opts.chunk_reads or opts.batch_size, job.unit.strip(), per_worker,
                  len(retried), f" ({', '.join(map(str, retried))})" if retried else "")
     log.info("cluster: timeline, seconds from the start: cluster up %.2f, index loaded on every worker %.2f, "
              "%s, outputs complete %.2f", up - t0, ready - t0, "shares done " + " ".join(
@@ -794,4 +798,4 @@ def map_distributed(opts):
     log.info("cluster: seconds per stage on each worker: %s", "; ".join(
         f"{name}: " + ", ".join(f"{stage} {seconds:.2f}" for stage, seconds in times.items() if stage != "load")
         for name, times in sorted(tally.times.items())))
-    return pairs if pairs is not None else counters
+    return run

@@ -15,6 +15,7 @@ the same steps whatever the job is:
     renderer_on(host, tally)  the same over render processes the caller keeps (a Dask worker's)
     render(mapped, tally)   {sink name: text}: records of a mapped item (picklable job: runs anywhere)
     tally(counters)         the run's count object (Counters, or PairCounters around them)
+    units(mapped), unit     how many reads (pairs) a mapped item holds, and the word for them
     report(tally)           log the run summary
 
 Both jobs render in render processes (render.HostWorkers: single-end batches as files, paired-end batches
@@ -64,6 +65,8 @@ class _Job:
         self.index, self.backend, self.filter_mode = index, backend, filter_mode
         return self
 
+    settles = False           # whether `settle` sets something the rendering needs (a Dask client then maps
+                              # each chunk and renders it in a second task, once settled)
     needs_lookahead = False   # whether `settle` reads lookaheads (a Dask client then asks the workers)
 
     def lookahead(self, mapped):
@@ -100,6 +103,10 @@ class _Job:
 
 class SingleEndJob(_Job):
     unit = " reads"
+
+    @staticmethod
+    def units(mapped):
+        return len(mapped.batch)
 
     @staticmethod
     def outputs(opts):
@@ -161,7 +168,12 @@ class _BatchRenderer(_Rendering):
 
 class PairedEndJob(_Job):
     unit = " pairs"
+    settles = True
     settings = None      # PairSettings, once `settle` knows the TLEN range
+
+    @staticmethod
+    def units(mapped):
+        return len(mapped.r1)
 
     @staticmethod
     def outputs(opts):
