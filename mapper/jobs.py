@@ -1,7 +1,7 @@
 """What a `gkmap map` run does with its reads, apart from where it runs: single-end or paired-end.
 
-A runner (mapper/runners/: in this process, or on Dask workers in mapper/cluster.py) drives a job through
-the same steps whatever the job is:
+A runner (mapper/runners/: local.py in this process, cluster.py on Dask workers) drives a job through the
+same steps whatever the job is:
 
     outputs(opts)           {sink name: path} of the files the run writes (mapper/sinks.py)
     open()                  the index, made resident where the backend works, and the backend: timed `load`

@@ -85,7 +85,7 @@ class MapOptions:
 
     @property
     def distributed(self):
-        """True when the run is spread over Dask workers (mapper/cluster.py)."""
+        """True when the run is spread over Dask workers (mapper/runners/cluster.py)."""
         return (self.gpus, self.scheduler, self.local_cluster) != (None, None, None)
 
     def check(self):

@@ -354,7 +354,7 @@ def insert_size(batches, orientation, given):
 
     `batches` yields (item, its batch's Confident) in input order and is consumed only until the estimate
     is known. The pairs taken are fixed pair by pair, not batch by batch, so a distributed run, whose
-    chunks are not the single process's batches, gets the same range (mapper/cluster.py)."""
+    chunks are not the single process's batches, gets the same range (mapper/runners/cluster.py)."""
     if None not in given:
         return *given, []
     seen, tlens = [], []

@@ -126,7 +126,7 @@ class Sinks:
 
     def file(self, name):
         """The open file of text sink `name`, everything queued for it written: for a runner that writes
-        parts of it at offsets of its own (mapper/cluster.py's shares). Later `put`s append after it."""
+        parts of it at offsets of its own (mapper/runners/cluster.py's shares). Later `put`s append after it."""
         return self._sinks[name].file()
 
     def close(self):

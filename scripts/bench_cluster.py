@@ -39,7 +39,7 @@ from pathlib import Path
 import dnaio
 from distributed import Client
 
-from mapper.cluster import local_cluster
+from mapper.runners.cluster import local_cluster
 from mapper.index import build_index
 from mapper.options import MapOptions
 from mapper.paired import side_paths

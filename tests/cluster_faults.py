@@ -19,18 +19,19 @@ def chunks_per_worker(err):
 
 
 def kill_worker_on_first_call(name):
-    """Fault injection, run on one worker: the first call of mapper.cluster's `name` there kills the process."""
+    """Fault injection, run on one worker: the first call of mapper.runners.cluster's `name` there kills
+    the process."""
     import os
-    import mapper.cluster
-    setattr(mapper.cluster, name, lambda *args, **kwargs: os._exit(1))
+    import mapper.runners.cluster
+    setattr(mapper.runners.cluster, name, lambda *args, **kwargs: os._exit(1))
 
 
 def raise_on_first_call(name):
-    """Fault injection, run on one worker: the first call of mapper.cluster's `name` there raises."""
-    import mapper.cluster
-    original = getattr(mapper.cluster, name)
+    """Fault injection, run on one worker: the first call of mapper.runners.cluster's `name` there raises."""
+    import mapper.runners.cluster
+    original = getattr(mapper.runners.cluster, name)
 
     def fail(*args, **kwargs):
-        setattr(mapper.cluster, name, original)
+        setattr(mapper.runners.cluster, name, original)
         raise RuntimeError("injected fault")
-    setattr(mapper.cluster, name, fail)
+    setattr(mapper.runners.cluster, name, fail)

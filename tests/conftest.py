@@ -137,7 +137,7 @@ def cluster():
     records stay off the root logger, whose handler holds the stderr of the test that ran gkmap last (closed
     by then, or another test's)."""
     import distributed
-    from mapper.cluster import local_cluster
+    from mapper.runners.cluster import local_cluster
     logger = logging.getLogger("distributed")
     propagate, logger.propagate = logger.propagate, False
     try:

@@ -87,7 +87,7 @@ def test_package_imports_have_no_cycles():
 
 def test_the_core_never_imports_its_callers():
     """The mapping core and the jobs know nothing of runners, the CLI or the API above them."""
-    above = {"mapper.cli", "mapper.api", "mapper", "mapper.runners", "mapper.runners.local", "mapper.cluster",
+    above = {"mapper.cli", "mapper.api", "mapper", "mapper.runners", "mapper.runners.local", "mapper.runners.cluster",
              "mapper.commands.map"}
     edges = graph()
     for name in ("mapper.pipeline", "mapper.jobs", "mapper.sinks", "mapper.paired", "mapper.render"):

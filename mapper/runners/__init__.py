@@ -5,7 +5,7 @@ says what is done to the reads.
             `--gpus auto` with one GPU visible) without --chunk-reads: one GPU is mapped on fastest by the
             single process (Dask's workers, their start and the copy of their parts cost 50 % more on
             4 H200s: issue #22), and the SAM is the same
-    dask    Dask workers: one per GPU of this host, N local workers or a cluster (mapper/cluster.py;
+    dask    Dask workers: one per GPU of this host, N local workers or a cluster (mapper/runners/cluster.py;
             imported only for such runs, since dask is an optional dependency)
 """
 from dataclasses import replace
@@ -28,7 +28,7 @@ def make_runner(opts):
     if one_local_gpu(opts):
         opts = replace(opts, gpus=None, device="cuda" if opts.device == "auto" else opts.device)
     elif opts.distributed:
-        from mapper.cluster import map_distributed  # dask is optional
+        from mapper.runners.cluster import map_distributed  # dask is optional
         return lambda: map_distributed(opts)
     return lambda: run_local(job_for(opts))
 

@@ -1,5 +1,5 @@
 """The run loop, for any job (mapper/jobs.py): single-end and paired-end alike, in this process or in a
-Dask worker's task (mapper/cluster.py runs `drive` over a share of the reads file, or over one chunk).
+Dask worker's task (mapper/runners/cluster.py runs `drive` over a share of the reads file, or over one chunk).
 
     inputs (a parsing thread) -> job.map (the device) -> renderer (render processes, or inline) -> sinks
 

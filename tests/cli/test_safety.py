@@ -415,7 +415,7 @@ def test_local_cluster_listens_on_loopback_only():
     """--local-cluster / --gpus: the scheduler, its dashboard and the workers listen on 127.0.0.1 alone
     (the dashboard was on every interface, unauthenticated)."""
     from distributed import Client
-    from mapper.cluster import local_cluster
+    from mapper.runners.cluster import local_cluster
     cluster = local_cluster([{}, {}], "w")
     try:
         with Client(cluster) as client:

@@ -15,7 +15,7 @@ import pytest
 from cli_checks import without_pg
 from cluster_faults import chunks_per_worker, kill_worker_on_first_call, raise_on_first_call
 from conftest import SHIGELLA, SHIGELLA_R1
-from mapper.cluster import gpu_environments
+from mapper.runners.cluster import gpu_environments
 from mapper.options import MapOptions
 from mapper.runners import one_local_gpu
 

@@ -1,4 +1,4 @@
-"""The share path of a local-cluster run (mapper/cluster.py, issue #22): each worker reads its own byte range
+"""The share path of a local-cluster run (mapper/runners/cluster.py, issue #22): each worker reads its own byte range
 of a plain FASTQ file and writes a part file that the client copies into the output. The SAM must be the
 single process's byte for byte (the @PG line aside), and any error of a share must come out as the single
 process words it (the run goes again on the chunk path).
@@ -10,7 +10,7 @@ import pytest
 
 from cli_checks import without_pg
 from conftest import SHIGELLA, SHIGELLA_R1
-from mapper.cluster import SHARES_PER_WORKER, record_start, share_cuts
+from mapper.runners.cluster import SHARES_PER_WORKER, record_start, share_cuts
 
 
 @pytest.fixture(scope="module")
