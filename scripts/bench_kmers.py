@@ -196,6 +196,7 @@ def main():
     tools += ["kmc"] if shutil.which("kmc") and args.canonical else []
     tools = [tool for tool in tools if args.tools is None or tool in args.tools]
     workdir = args.workdir or tempfile.mkdtemp(prefix="bench_kmers-")
+    os.makedirs(workdir, exist_ok=True)
     print(f"{os.cpu_count()} CPUs; threads: {args.threads}; memory {args.memory:g} GB; tools: {', '.join(tools)}; "
           f"{'canonical' if args.canonical else 'forward'} k-mers\n")
     if "gkmap-cuda" in tools:
