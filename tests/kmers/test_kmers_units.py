@@ -249,6 +249,27 @@ def test_fastq_blocks_cut_whole_records(tmp_path):
                 block.codes()
 
 
+def test_block_cuts_across_count_pieces_and_long_lines(tmp_path, monkeypatch):
+    """The block reader counts newlines a piece at a time and looks for its cut in a tail window that
+    doubles: records and lines longer than the window, and pieces of 5 bytes, cut where whole-block
+    counting would (the codes are the file's)."""
+    from mapper.kmers import reading
+    monkeypatch.setattr(reading, "COUNT_PIECE", 5)
+    rng = np.random.default_rng(12)
+    long_read = "".join(rng.choice(list("ACGT"), 150_000))
+    head = random_fastq(rng, 10).replace(b"\r\n", b"\n")
+    fastq = (head + (b"" if head.endswith(b"\n") else b"\n")
+             + f"@long\n{long_read}\n+\n{'I' * len(long_read)}\n".encode() + b"@end\nAC\n+\nII\n")
+    fasta = b">a\n" + long_read.encode() + b"\n>b\nACGT\n"
+    (tmp_path / "x.fq").write_bytes(fastq)
+    (tmp_path / "x.fa").write_bytes(fasta)
+    for block_bytes in (100, 1 << 16, 1 << 20):
+        got = [block.codes() for block in reading.blocks([tmp_path / "x.fq"], block_bytes)]
+        assert np.array_equal(np.concatenate(got), dnaio_fastq_codes(fastq))
+        got = [block.codes() for block in reading.blocks([tmp_path / "x.fa"], block_bytes)]
+        assert np.array_equal(np.concatenate(got)[1:], dnaio_codes(fasta))
+
+
 def test_host_extraction_equals_numpy():
     """The cpu backend's k-mers come from kernels/kmer_extract.cu compiled for the host: the same keys as
     encode.extract (numpy), forward and canonical, across the channel boundaries, with Ns."""
