@@ -33,7 +33,7 @@ from mapper.errors import UsageError
 from mapper.kmers.binning import bin_bits, bin_bounds, shift_of
 from mapper.kmers.count import sort_count
 from mapper.kmers.fasta import CODE_ODD, CODE_SKIP
-from mapper.kmers.layout import HostCodec, encode_table
+from mapper.kmers.layout import encode_bins
 
 PIECE = 1 << 22      # bases per extraction task of the cpu backend
 PARSE_AHEAD = 2      # text blocks parsed ahead of the one being cut into pieces
@@ -148,7 +148,6 @@ class CpuBackend:
         self.bins = 2 ** bin_bits(self.k)
         self.shift = np.uint64(shift_of(self.k))
         self.extract = HostExtractor(layout, canonical)
-        self.codec = HostCodec(lambda fn, items: pool().map(fn, items))
         self.parsing = deque()  # (future codes, carry) of text blocks, in input order
         self.pieces = []        # futures of (keys grouped by bin, bounds [bins + 1], weights or None)
         self.tail = np.empty(0, dtype=np.uint8)  # the last k - 1 codes of the previous block
@@ -229,24 +228,12 @@ class CpuBackend:
         return BinnedRun(list(pool().map(merge_bin, range(self.bins))))
 
     def encode(self, run, min_count=1):
-        """The run's table bins by kernels/kmer_codec.cu compiled for the host (layout.py). The bins are
-        copied into one channel-major array by the pool, a bin a task (filtered by min_count), each let go
-        once copied: the array's pages are touched as the bins' are freed, so the peak stays near the run."""
+        """The run's table bins by kernels/kmer_codec.cu compiled for the host, a bin at a time
+        (layout.encode_bins), filtered by min_count."""
         if min_count > 1:
             run.bins = [(keys[:, counts >= np.uint64(min_count)], counts[counts >= np.uint64(min_count)])
                         for keys, counts in run.bins]
-        sizes = [len(counts) for _, counts in run.bins]
-        at = np.concatenate(([0], np.cumsum(sizes))).astype(np.int64)
-        u = int(at[-1])
-        keys, counts = np.empty((self.layout.channels, u), dtype=np.uint64), np.empty(u, dtype=np.uint64)
-
-        def gather(b):
-            bin_keys, bin_counts = run.bins[b]
-            run.bins[b] = None
-            keys[:, at[b]:at[b + 1]], counts[at[b]:at[b + 1]] = bin_keys, bin_counts
-        list(pool().map(gather, range(len(sizes))))
-        return encode_table(self.codec, keys.reshape(-1).view(np.uint8), counts.view(np.uint8), u,
-                            self.layout.channels, self.k)
+        return encode_bins(run.bins, self.layout.channels, self.k, lambda fn, items: pool().map(fn, items))
 
     def memory_run(self, run):
         return run

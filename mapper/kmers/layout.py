@@ -52,14 +52,15 @@ class HostCodec:
     mapper.device.host (OpenMP over the items), buffers numpy byte arrays, prefix sums numpy's, cut into
     one chunk per thread and run by `parallel_map` (the cpu backend's pool)."""
 
-    def __init__(self, parallel_map):
+    def __init__(self, parallel_map, workers=None):
         self.fn = {}
         self.parallel_map = parallel_map
+        self.workers = workers  # OpenMP threads a launch takes (None: every host thread)
 
     def per_item(self, name, n, *args):
         if name not in self.fn:
             self.fn[name] = host.function("kmer_codec.cu", name, BLOCK=BLOCK)
-        host.launch(self.fn[name], n, *args)
+        host.launch(self.fn[name], n, *args, workers=self.workers)
 
     empty = staticmethod(host.empty)
     to_device = staticmethod(host.to_device)
@@ -99,9 +100,42 @@ class HostCodec:
 def encode_table(kn, keys, counts, u, C, k):
     """EncodedTable of u distinct sorted keys (C channels, channel-major with stride u, at device buffer
     `keys`) and their counts (uint64 [u] at `counts`)."""
-    bins = 2 ** bin_bits(k)
     if u == 0:
-        return EncodedTable.empty(bins)
+        return EncodedTable.empty(2 ** bin_bits(k))
+    n_b, count_bytes, key_bytes, total, out, sizes = _encode(kn, keys, counts, u, C, k)
+    return EncodedTable(n_b, count_bytes, key_bytes, total, _groups(kn, out, sizes))
+
+
+def encode_bins(bins, C, k, parallel_map):
+    """EncodedTable of a run held on the host bin by bin (`bins`: (keys uint64 [C, u_b], counts [u_b]) in
+    bin order; each entry is let go once encoded): every bin encoded alone by the same kernels, a task a
+    bin over `parallel_map`, one thread a task. Why not encode_table over the whole run: that needs the
+    bins gathered into one channel-major array and sizes its per-k-mer arrays by the whole run, about 2 GB
+    of fresh pages for 52 M distinct 31-mers, whose page faults cost more than the encoding (2-core
+    development machine, 1 M reads: encoding 1.9-2.3 s). A bin's arrays are a few MB, reused by the
+    allocator from one bin to the next."""
+    codec = HostCodec(lambda fn, items: list(map(fn, items)), workers=1)
+
+    def one(b):
+        keys, counts = bins[b]
+        bins[b] = None
+        u = len(counts)
+        if u == 0:
+            return 0, 0, 0, 0, np.empty(0, np.uint8)
+        keys = np.ascontiguousarray(keys).reshape(-1).view(np.uint8)
+        n_b, count_bytes, key_bytes, total, out, _ = _encode(codec, keys, np.ascontiguousarray(counts).view(np.uint8),
+                                                             u, C, k)
+        return n_b[b], count_bytes[b], key_bytes[b], total, out[:count_bytes[b] + key_bytes[b]]
+
+    done = list(parallel_map(one, range(len(bins))))
+    column = lambda i: np.array([d[i] for d in done], dtype=np.int64)
+    return EncodedTable(column(0), column(1), column(2), sum(d[3] for d in done), [(0, [(d[4],) for d in done])])
+
+
+def _encode(kn, keys, counts, u, C, k):
+    """encode_table's work: (k-mers, count bytes and k-mer bytes per bin, the counts' sum, the table data
+    on the device, each bin's bytes in it)."""
+    bins = 2 ** bin_bits(k)
     shift = _u32(shift_of(k))
     starts = kn.empty(4 * (bins + 1))
     kn.per_item("bin_starts", u + 1, keys, _u32(u), shift, _u32(bins), starts)
@@ -136,8 +170,8 @@ def encode_table(kn, keys, counts, u, C, k):
                 kn.to_device(word_base.astype(np.uint64)), out)
     kn.per_item("vlq_write", u, values, positions, keys, _u32(C), _u32(u), shift, _u32(bins),
                 kn.to_device(np.ascontiguousarray(chan_base, dtype=np.uint64)), out)
-    return EncodedTable(n_b, count_bytes.astype(np.int64), key_bytes.astype(np.int64), kn.total(counts, u),
-                        _groups(kn, out, sizes.astype(np.int64)))
+    return n_b, count_bytes.astype(np.int64), key_bytes.astype(np.int64), kn.total(counts, u), out, \
+        sizes.astype(np.int64)
 
 
 def _groups(kn, out, sizes):
