@@ -443,14 +443,17 @@ def _check_positions(folder, index, sample):
     where = np.asarray(positions[sample]).astype(np.int64)
     if int(where.max()) > reference.size - ws:
         raise _damaged(folder, "a position past the end of the reference")
-    buckets = np.searchsorted(offsets, sample, side="right") - 1
     keys, has_n = _keys_at(reference, where, ws)
     contig, offset = reference.locate(where)
-    if (keys != buckets).any() or has_n.any() or (offset + ws > reference.lengths[contig]).any():
+    # sample i lies in bucket keys[i] when offsets[key] <= i < offsets[key + 1] (offsets never decrease:
+    # _check_offsets): two reads of the memory-mapped offsets a sample, where a search took about 24
+    lo = np.asarray(offsets[keys]).astype(np.int64)
+    hi = np.asarray(offsets[keys + 1]).astype(np.int64)
+    if ((sample < lo) | (sample >= hi)).any() or has_n.any() or (offset + ws > reference.lengths[contig]).any():
         raise _damaged(folder, "positions that do not hold their bucket's k-mer (shuffled or damaged arrays, "
                                "or flipped reference bases)")
     after = sample + 1
-    same = (after < len(positions)) & (after < np.asarray(offsets[buckets + 1]).astype(np.int64))
+    same = (after < len(positions)) & (after < hi)
     if (np.asarray(positions[after[same]]).astype(np.int64) <= where[same]).any():
         raise _damaged(folder, "positions not sorted within a bucket")
 
