@@ -27,7 +27,6 @@ import itertools
 import logging
 from dataclasses import dataclass
 
-from mapper.neighbourhood.mapping import open_neighbourhood
 from mapper.options import PAIRED
 from mapper.paired import (PairCounters, PairSettings, confident_tlens, find_mates, insert_size, read_pairs,
                            render_pairs, side_paths)
@@ -56,7 +55,11 @@ class _Job:
 
     def open(self):
         """Open the index and backend of this process; the run's Counters (their `load` time set)."""
-        opener = open_neighbourhood if self.opts.index_kind == "neighbourhood" else open_mapping
+        if self.opts.index_kind == "neighbourhood":
+            # imported for such runs only: its modules are a sixth of `gkmap map`'s start-up imports
+            from mapper.neighbourhood.mapping import open_neighbourhood as opener
+        else:
+            opener = open_mapping
         self.index, self.backend, self.filter_mode, counters = opener(self.opts)
         return counters
 

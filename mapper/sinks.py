@@ -20,7 +20,6 @@ import os
 import sys
 from dataclasses import dataclass
 
-from mapper.bam import BamWriter, SortedBamWriter
 from mapper.outputs import BackgroundWriter, atomic_output
 from mapper.sam import header
 
@@ -76,6 +75,7 @@ class _BamSink:
     """BAM from the rendered SAM text (mapper/bam.py), encoded and compressed off the mapping thread."""
 
     def __init__(self, handle, head, form, folder):
+        from mapper.bam import BamWriter, SortedBamWriter  # BAM runs only: kept out of every SAM run's start-up
         if form.sort:
             self.bam = SortedBamWriter(handle, head, form.threads, memory=form.sort_memory, temp_dir=folder)
         else:
