@@ -69,6 +69,7 @@ try:
     from isal import isal_zlib as _fast
 except ImportError:  # xopen installs ISA-L where it has wheels; elsewhere zlib, slower
     _fast = zlib
+_crc32 = _fast.crc32  # ISA-L's: zlib's value, about 6x faster
 try:
     from zlib_ng import zlib_ng as _small
 except ImportError:
@@ -238,7 +239,7 @@ def bgzf_blocks(data, level):
         if len(body) > 65536 - 26:  # did not compress: stored, which always fits
             body = zlib.compress(block, 0, -15)
         out += [_HEADER.pack(31, 139, 8, 4, 0, 0, 255, 6, 66, 67, 2, len(body) + 25), body,
-                struct.pack("<II", zlib.crc32(block), len(block))]
+                struct.pack("<II", _crc32(block), len(block))]
     return b"".join(out)
 
 

@@ -26,7 +26,11 @@ temporary folder. All integers are little-endian.
 """
 import os
 import struct
-import zlib
+
+try:  # ISA-L's CRC-32 (installed with xopen): the same value as zlib's, about 6x faster (23 against 3.9 GB/s here)
+    from isal.isal_zlib import crc32
+except ImportError:
+    from zlib import crc32
 
 import numpy as np
 
@@ -62,7 +66,7 @@ class TableWriter:
         count_data = codec.encode_counts(counts).astype("<u8").tobytes()
         key_data = codec.encode_keys(keys).tobytes()
         self.write_encoded(b, len(counts), (count_data, key_data), len(count_data),
-                           int(counts.sum(dtype=np.uint64)), zlib.crc32(key_data, zlib.crc32(count_data)))
+                           int(counts.sum(dtype=np.uint64)), crc32(key_data, crc32(count_data)))
 
     def write_encoded(self, b, n, parts, count_bytes, total, crc=None):
         """Store bin b already encoded: n k-mers, its counts stream (count_bytes long) then its k-mer
@@ -75,7 +79,7 @@ class TableWriter:
         if crc is None:
             crc = 0
             for part in parts:
-                crc = zlib.crc32(part, crc)
+                crc = crc32(part, crc)
         offset = self.file.tell()
         for part in parts:
             self.file.write(part)
@@ -105,7 +109,7 @@ def _write_bin(fd, offset, parts):
     """Write a bin's buffers at `offset` of the open file; returns their CRC-32 (both calls release the GIL)."""
     crc = 0
     for part in parts:
-        crc = zlib.crc32(part, crc)
+        crc = crc32(part, crc)
         os.pwrite(fd, part, offset)
         offset += len(part)
     return crc
@@ -186,7 +190,7 @@ class KmerTable:
             return np.empty((self.layout.channels, 0), dtype=np.uint64), np.empty(0, dtype=np.uint64)
         self.file.seek(offset)
         data = self.file.read(count_bytes + key_bytes)
-        if len(data) != count_bytes + key_bytes or zlib.crc32(data) != crc or count_bytes % 8:
+        if len(data) != count_bytes + key_bytes or crc32(data) != crc or count_bytes % 8:
             self._fail(f"bin {b} is truncated or corrupt (checksum mismatch)")
         try:
             counts = codec.decode_counts(np.frombuffer(data, dtype="<u8", count=count_bytes // 8), n)
