@@ -201,6 +201,37 @@ extern "C" __global__ void kmer_flags(const u32 *bad, u32 windows, u32 k, u32 *f
     flags[p] = good;
 }
 
+/* kmer_keys_run: the k-mers of one channel (k <= 32) by one thread that walks the codes once, for the cpu
+ * backend, whose host threads each take a whole piece (mapper/kmers/backend.py HostExtractor). It keeps the
+ * key of the last k bases, fwd = (fwd << 2 | base) cut to 2k bits, its reverse complement, rev = rev >> 2 |
+ * (3 - base) << 2(k - 1), and the length of the run of ACGT bases ending here (a base above CODE_T ends
+ * it); each position that closes a run of k or more writes its key (with `canonical`, the smaller of fwd and
+ * rev, as kmer_keys keeps for one channel), in order of position: the keys of pack_words + kmer_flags +
+ * kmer_keys for C = 1, at O(1) work a base where those read the packed words once per window (10x slower on
+ * one host thread). On the GPU the three kernels stay: one thread walking a piece would serialise it.
+ * Out: keys uint64 [found] (capacity n - k + 1), found uint32 [1]. Launched with n = 1. */
+extern "C" __global__ void kmer_keys_run(const u8 *codes, u32 n, u32 k, u32 canonical, u64 *keys, u32 *found)
+{
+    if (blockIdx.x * BLOCK + threadIdx.x != 0)
+        return;
+    const u64 mask = k == 32 ? ~0ull : (1ull << (2 * k)) - 1ull;
+    const u32 top = 2 * (k - 1);
+    u64 fwd = 0, rev = 0;
+    u32 run = 0, out = 0;
+    for (u32 i = 0; i < n; ++i) {
+        const u32 code = codes[i];
+        if (code > CODE_T) {
+            run = 0;
+            continue;
+        }
+        fwd = (fwd << 2 | code) & mask;
+        rev = rev >> 2 | (u64)(3 - code) << top;
+        if (++run >= k)
+            keys[out++] = canonical && rev < fwd ? rev : fwd;
+    }
+    *found = out;
+}
+
 /* The channel of 2 * len bits (len <= 32 bases) starting at base `start` of a packed sequence. */
 __device__ __forceinline__ u64 channel_at(const u64 *packed, u32 start, u32 len)
 {

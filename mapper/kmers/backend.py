@@ -93,15 +93,17 @@ def scratch(name, n, dtype):
 
 
 class HostExtractor:
-    """kernels/kmer_extract.cu's k-mer building (the cuda backend's kernels) compiled for the host: codes of a
-    piece -> keys uint64 [C, m] in order of position (in the calling thread's scratch: valid until its next
-    call), each launch on one OpenMP thread (the pool runs the pieces side by side). Same contract as encode.extract, which stays as the slow, readable twin."""
+    """kernels/kmer_extract.cu's k-mer building compiled for the host: codes of a piece -> keys uint64 [C, m]
+    in order of position (in the calling thread's scratch: valid until its next call), each launch on one
+    OpenMP thread (the pool runs the pieces side by side): one walk over the codes for one channel
+    (kmer_keys_run), the cuda backend's kernels for more. Same contract as encode.extract, which stays as
+    the slow, readable twin."""
 
     def __init__(self, layout, canonical):
         self.k, self.C, self.canonical = layout.k, layout.channels, canonical
         defines = dict(BLOCK=BLOCK, CODE_SKIP=CODE_SKIP, CODE_ODD=CODE_ODD)
         self.fn = {name: host.function("kmer_extract.cu", name, **defines)
-                   for name in ("pack_words", "kmer_flags", "kmer_keys")}
+                   for name in ("pack_words", "kmer_flags", "kmer_keys", "kmer_keys_run")}
 
     def _launch(self, name, n, *args):
         host.launch(self.fn[name], n, *args, workers=1)
@@ -112,6 +114,11 @@ class HostExtractor:
         if windows <= 0:
             return np.empty((self.C, 0), dtype=np.uint64)
         codes = np.ascontiguousarray(codes, dtype=np.uint8)
+        if self.C == 1:  # one walk over the codes (kmer_keys_run), not the GPU's three passes
+            keys, found = scratch("keys", windows, np.uint64), scratch("found", 1, np.uint32)
+            self._launch("kmer_keys_run", 1, codes, np.uint32(n), np.uint32(k), np.uint32(self.canonical), keys,
+                         found)
+            return keys[:int(found[0])].reshape(1, -1)
         words = -(-n // 32) + 1
         packed, bad = scratch("packed", words, np.uint64), scratch("bad", words, np.uint32)
         self._launch("pack_words", words, codes, np.uint32(n), np.uint32(words), np.uint32(0), packed, bad)
