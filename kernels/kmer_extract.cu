@@ -201,22 +201,31 @@ extern "C" __global__ void kmer_flags(const u32 *bad, u32 windows, u32 k, u32 *f
     flags[p] = good;
 }
 
-/* kmer_keys_run: the k-mers of one channel (k <= 32) by one thread that walks the codes once, for the cpu
- * backend, whose host threads each take a whole piece (mapper/kmers/backend.py HostExtractor). It keeps the
- * key of the last k bases, fwd = (fwd << 2 | base) cut to 2k bits, its reverse complement, rev = rev >> 2 |
- * (3 - base) << 2(k - 1), and the length of the run of ACGT bases ending here (a base above CODE_T ends
- * it); each position that closes a run of k or more writes its key (with `canonical`, the smaller of fwd and
- * rev, as kmer_keys keeps for one channel), in order of position: the keys of pack_words + kmer_flags +
- * kmer_keys for C = 1, at O(1) work a base where those read the packed words once per window (10x slower on
- * one host thread). On the GPU the three kernels stay: one thread walking a piece would serialise it.
- * Out: keys uint64 [found] (capacity n - k + 1), found uint32 [1]. Launched with n = 1. */
-extern "C" __global__ void kmer_keys_run(const u8 *codes, u32 n, u32 k, u32 canonical, u64 *keys, u32 *found)
+/* kmer_keys_run: the k-mers of a code array by one thread that walks the codes once, for the cpu backend,
+ * whose host threads each take a whole piece (mapper/kmers/backend.py HostExtractor). It keeps, channel by
+ * channel (the layout of kmer_keys: channel c holds bases 32c .. 32c + len_c - 1 of the k-mer, first base in
+ * the high bits), the key of the last k bases and of their reverse complement, and the length of the run of
+ * ACGT bases ending here (a base above CODE_T ends it). A new base shifts the forward key one base up:
+ * each channel takes the first base of the next one, the last channel takes the base; and the reverse
+ * complement one base down: each channel takes the last base of the one before, the first channel takes the
+ * complement (3 - base). Each position that closes a run of k or more writes its key (with `canonical`, the
+ * lexicographically smaller strand, channel 0 first, as kmer_keys keeps), in order of position: the keys of
+ * pack_words + kmer_flags + kmer_keys, at O(C) work a base where those read the packed words once per
+ * window (for k = 31, 127 against about 10 ms a 4 M-base piece on one host thread). On the GPU the three
+ * kernels stay: one thread walking a piece would serialise it.
+ * Out: keys uint64 [channels][stride] (stride >= n - k + 1), found uint32 [1]. Launched with n = 1. */
+#define RUN_CHANNELS 8  /* k <= 256 */
+extern "C" __global__ void kmer_keys_run(const u8 *codes, u32 n, u32 k, u32 channels, u32 canonical, u64 *keys,
+                                         u32 stride, u32 *found)
 {
     if (blockIdx.x * BLOCK + threadIdx.x != 0)
         return;
-    const u64 mask = k == 32 ? ~0ull : (1ull << (2 * k)) - 1ull;
-    const u32 top = 2 * (k - 1);
-    u64 fwd = 0, rev = 0;
+    u64 fwd[RUN_CHANNELS], rev[RUN_CHANNELS];
+    for (u32 c = 0; c < RUN_CHANNELS; ++c)
+        fwd[c] = rev[c] = 0;
+    const u32 last = channels - 1, last_len = k - 32 * last;
+    const u32 top_last = 2 * (last_len - 1);  /* bit of the last channel's first base */
+    const u64 mask_last = last_len == 32 ? ~0ull : (1ull << (2 * last_len)) - 1ull;
     u32 run = 0, out = 0;
     for (u32 i = 0; i < n; ++i) {
         const u32 code = codes[i];
@@ -224,10 +233,24 @@ extern "C" __global__ void kmer_keys_run(const u8 *codes, u32 n, u32 k, u32 cano
             run = 0;
             continue;
         }
-        fwd = (fwd << 2 | code) & mask;
-        rev = rev >> 2 | (u64)(3 - code) << top;
-        if (++run >= k)
-            keys[out++] = canonical && rev < fwd ? rev : fwd;
+        for (u32 c = 0; c < last; ++c)
+            fwd[c] = fwd[c] << 2 | fwd[c + 1] >> (c + 1 == last ? top_last : 62);
+        fwd[last] = (fwd[last] << 2 | code) & mask_last;
+        for (u32 c = last; c > 0; --c)
+            rev[c] = rev[c] >> 2 | (rev[c - 1] & 3ull) << (c == last ? top_last : 62);
+        rev[0] = rev[0] >> 2 | (u64)(3 - code) << (last == 0 ? top_last : 62);
+        if (++run < k)
+            continue;
+        int use_rc = 0;
+        if (canonical)
+            for (u32 c = 0; c < channels; ++c)
+                if (fwd[c] != rev[c]) {
+                    use_rc = rev[c] < fwd[c];
+                    break;
+                }
+        for (u32 c = 0; c < channels; ++c)
+            keys[(size_t)c * stride + out] = use_rc ? rev[c] : fwd[c];
+        ++out;
     }
     *found = out;
 }

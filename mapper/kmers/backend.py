@@ -12,11 +12,12 @@ into table bytes happen. counter.py drives either one through the same methods:
     sort_count(keys, weights)                  count.sort_count, for the per-bin merge of spilled runs
 
 - `CpuBackend`: blocks are parsed (fasta.py, fastq.py) and cut into pieces of PIECE bases, whose k-mers are
-  built by the cuda backend's own kernels (kernels/kmer_extract.cu: pack_words, kmer_flags, kmer_keys),
-  compiled as host C++ by mapper.device.host, and grouped by bin (a stable byte sort), each piece a task
-  of a thread pool (the compiled kernels and numpy release the GIL). reduce() then sorts and counts bin by
-  bin, a task per bin over the bin's slices of all pieces (one np.sort per bin: the only sort a k-mer
-  goes through), and encode() compresses bin by bin (codec.py).
+  built by kernels/kmer_extract.cu's kmer_keys_run (one walk over a piece; the cuda backend builds the
+  same keys with three parallel kernels of that file), compiled as host C++ by mapper.device.host, and
+  grouped by bin (a stable byte sort), each piece a task of a thread pool (the compiled kernels and numpy
+  release the GIL). reduce() then sorts and counts bin by bin, a task per bin over the bin's slices of all
+  pieces (one np.sort per bin: the only sort a k-mer goes through), and encode() compresses bin by bin
+  (layout.encode_bins: kernels/kmer_codec.cu on the host).
 - `CudaBackend` (gpu.py): the same on the GPU, the host only reading and writing files.
 
 `select(device)` picks one; pycuda is imported only when cuda is chosen (mapper.device.cuda).
@@ -93,20 +94,17 @@ def scratch(name, n, dtype):
 
 
 class HostExtractor:
-    """kernels/kmer_extract.cu's k-mer building compiled for the host: codes of a piece -> keys uint64 [C, m]
-    in order of position (in the calling thread's scratch: valid until its next call), each launch on one
-    OpenMP thread (the pool runs the pieces side by side): one walk over the codes for one channel
-    (kmer_keys_run), the cuda backend's kernels for more. Same contract as encode.extract, which stays as
-    the slow, readable twin."""
+    """The k-mers of a piece's codes on the host: keys uint64 [C, m] in order of position (a view of the
+    calling thread's scratch: valid until its next call), by kernels/kmer_extract.cu's kmer_keys_run on one
+    OpenMP thread (the pool runs the pieces side by side): one walk over the codes, where the cuda backend's
+    kernels for the same keys (pack_words, kmer_flags, kmer_keys) take three passes and a read of the packed
+    words per window, 10x slower on a host thread. Same contract as encode.extract, which stays as the slow,
+    readable twin."""
 
     def __init__(self, layout, canonical):
         self.k, self.C, self.canonical = layout.k, layout.channels, canonical
-        defines = dict(BLOCK=BLOCK, CODE_SKIP=CODE_SKIP, CODE_ODD=CODE_ODD)
-        self.fn = {name: host.function("kmer_extract.cu", name, **defines)
-                   for name in ("pack_words", "kmer_flags", "kmer_keys", "kmer_keys_run")}
-
-    def _launch(self, name, n, *args):
-        host.launch(self.fn[name], n, *args, workers=1)
+        self.fn = host.function("kmer_extract.cu", "kmer_keys_run", BLOCK=BLOCK, CODE_SKIP=CODE_SKIP,
+                                CODE_ODD=CODE_ODD)
 
     def __call__(self, codes):
         k, n = self.k, len(codes)
@@ -114,28 +112,11 @@ class HostExtractor:
         if windows <= 0:
             return np.empty((self.C, 0), dtype=np.uint64)
         codes = np.ascontiguousarray(codes, dtype=np.uint8)
-        if self.C == 1:  # one walk over the codes (kmer_keys_run), not the GPU's three passes
-            keys, found = scratch("keys", windows, np.uint64), scratch("found", 1, np.uint32)
-            self._launch("kmer_keys_run", 1, codes, np.uint32(n), np.uint32(k), np.uint32(self.canonical), keys,
-                         found)
-            return keys[:int(found[0])].reshape(1, -1)
-        words = -(-n // 32) + 1
-        packed, bad = scratch("packed", words, np.uint64), scratch("bad", words, np.uint32)
-        self._launch("pack_words", words, codes, np.uint32(n), np.uint32(words), np.uint32(0), packed, bad)
-        packed_rc = np.uint64(0)  # a null pointer: forward k-mers only
-        if self.canonical:
-            packed_rc, bad_rc = scratch("packed_rc", words, np.uint64), scratch("bad_rc", words, np.uint32)
-            self._launch("pack_words", words, codes, np.uint32(n), np.uint32(words), np.uint32(1), packed_rc, bad_rc)
-        flags, out_at = scratch("flags", windows, np.uint32), scratch("out_at", windows, np.uint32)
-        self._launch("kmer_flags", windows, bad, np.uint32(windows), np.uint32(k), flags)
-        np.cumsum(flags, dtype=np.uint32, out=out_at)
-        found = int(out_at[-1])
-        out_at -= flags
-        keys = scratch("keys", self.C * found, np.uint64).reshape(self.C, found)
-        if found:
-            self._launch("kmer_keys", windows, packed, packed_rc, np.uint32(n), np.uint32(k), np.uint32(self.C),
-                         flags, out_at, np.uint32(windows), keys, np.uint32(found))
-        return keys
+        keys = scratch("keys", self.C * windows, np.uint64).reshape(self.C, windows)
+        found = scratch("found", 1, np.uint32)
+        host.launch(self.fn, 1, codes, np.uint32(n), np.uint32(k), np.uint32(self.C), np.uint32(self.canonical),
+                    keys, np.uint32(windows), found, workers=1)
+        return keys[:, :int(found[0])]
 
 
 class CpuBackend:
