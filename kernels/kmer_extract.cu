@@ -211,8 +211,8 @@ extern "C" __global__ void kmer_flags(const u32 *bad, u32 windows, u32 k, u32 *f
  * complement (3 - base). Each position that closes a run of k or more writes its key (with `canonical`, the
  * lexicographically smaller strand, channel 0 first, as kmer_keys keeps), in order of position: the keys of
  * pack_words + kmer_flags + kmer_keys, at O(C) work a base where those read the packed words once per
- * window (for k = 31, 127 against about 10 ms a 4 M-base piece on one host thread). On the GPU the three
- * kernels stay: one thread walking a piece would serialise it.
+ * window (a 4 M-base piece of reads on one host thread, canonical: k = 31 17 against 91 ms, k = 65 25
+ * against 85 ms). On the GPU the three kernels stay: one thread walking a piece would serialise it.
  * Out: keys uint64 [channels][stride] (stride >= n - k + 1), found uint32 [1]. Launched with n = 1. */
 #define RUN_CHANNELS 8  /* k <= 256 */
 extern "C" __global__ void kmer_keys_run(const u8 *codes, u32 n, u32 k, u32 channels, u32 canonical, u64 *keys,
@@ -227,6 +227,22 @@ extern "C" __global__ void kmer_keys_run(const u8 *codes, u32 n, u32 k, u32 chan
     const u32 top_last = 2 * (last_len - 1);  /* bit of the last channel's first base */
     const u64 mask_last = last_len == 32 ? ~0ull : (1ull << (2 * last_len)) - 1ull;
     u32 run = 0, out = 0;
+    if (channels == 1) {  /* k <= 32, the common case: the same walk without the channel loops */
+        u64 f = 0, r = 0;
+        for (u32 i = 0; i < n; ++i) {
+            const u32 code = codes[i];
+            if (code > CODE_T) {
+                run = 0;
+                continue;
+            }
+            f = (f << 2 | code) & mask_last;
+            r = r >> 2 | (u64)(3 - code) << top_last;
+            if (++run >= k)
+                keys[out++] = canonical && r < f ? r : f;
+        }
+        *found = out;
+        return;
+    }
     for (u32 i = 0; i < n; ++i) {
         const u32 code = codes[i];
         if (code > CODE_T) {
