@@ -98,8 +98,8 @@ class HostExtractor:
     calling thread's scratch: valid until its next call), by kernels/kmer_extract.cu's kmer_keys_run on one
     OpenMP thread (the pool runs the pieces side by side): one walk over the codes, where the cuda backend's
     kernels for the same keys (pack_words, kmer_flags, kmer_keys) take three passes and a read of the packed
-    words per window, 3-5x slower on a host thread (kmer_keys_run's comment has the figures). Same contract as encode.extract, which stays as the slow,
-    readable twin."""
+    words per window, 3-5x slower on a host thread (kmer_keys_run's comment has the figures). Same contract
+    as encode.extract, which stays as the slow, readable twin."""
 
     def __init__(self, layout, canonical):
         self.k, self.C, self.canonical = layout.k, layout.channels, canonical

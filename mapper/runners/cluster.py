@@ -29,23 +29,24 @@ two tasks (`map_settled`): `map_item` maps it (both mates, read in lockstep by t
 the result on its worker, `render_item` renders it there (Dask runs it where its input lies) once the job
 is settled. Without --min and --max the range is estimated as a single process estimates it
 (`PairedEndJob.settle`, pair by pair, so whatever the chunks): the client reads the first chunks'
-lookaheads (confident TLENs: `chunk_lookahead`, a small task on each mapped chunk) in order while the workers map `IN_FLIGHT_PER_THREAD` chunks per thread ahead,
-then submits the pairing of every chunk mapped so far. A mapped chunk lost with its worker is mapped again
+lookaheads (confident TLENs: `chunk_lookahead`, a small task on each mapped chunk) in order while the
+workers map `IN_FLIGHT_PER_THREAD` chunks per thread ahead, then submits the pairing of every chunk mapped
+so far. A mapped chunk lost with its worker is mapped again
 from its task, whose reads the scheduler still holds.
 
 Shares (issue #22): on a local cluster (--gpus, --local-cluster), a single-end run of a plain FASTQ file
 written to a file is not streamed through the client. The client cuts the file into `SHARES_PER_WORKER`
 byte ranges of whole records per worker (`share_cuts`: a few reads of the file, no parsing) and each
-`map_share` task reads its own range with the block parser and runs the single-process pipeline on it
-(GPU mapping overlapped with its render processes: the run loop of runners/local.py, `drive_on_worker`), writing the SAM records to a part file
-beside the output; the client copies the parts into the output in order (os.sendfile) as they finish. Why:
-through the chunk path the client parsed, pickled and sent every read and received and wrote every SAM
-text, and each worker rendered a chunk before it could map the next: on 4 H100s `--gpus 4` ran at 0.38x
-of one process (issue #22). The records depend on the read alone, so the output is the same bytes. Any
-error of a share (a record the block parser does not check, an -e too large for a read, a refused index)
-makes the run start again on the chunk path, which words it as a single process does. `--chunk-reads`,
---scheduler (no shared folder assumed), --pe/--mp, --unmapped, --dump-candidates, compressed or FASTA
-reads and output to stdout keep the chunk path.
+`map_share` task reads its own range with the block parser and runs the single process's loop on it
+(runners/local.py `drive`: GPU mapping overlapped with its render processes), writing the SAM records to a
+part file beside the output; the client copies the parts into the output in order (os.sendfile) as they
+finish. Why: through the chunk path the client parsed, pickled and sent every read and received and wrote
+every SAM text, and each worker rendered a chunk before it could map the next: on 4 H100s `--gpus 4` ran at
+0.38x of one process (issue #22). The records depend on the read alone, so the output is the same bytes.
+Any error of a share (a record the block parser does not check, an -e too large for a read, a refused
+index) makes the run start again on the chunk path, which words it as a single process does.
+`--chunk-reads`, --scheduler (no shared folder assumed), --pe/--mp, --unmapped, --dump-candidates,
+compressed or FASTA reads and output to stdout keep the chunk path.
 """
 import concurrent.futures
 import contextlib
@@ -253,14 +254,12 @@ def drive_on_worker(plugin, items, counters, put):
     """The run loop over `items` with this worker's job and render processes, which it keeps for the next
     task: on an error nothing of these items stays queued in them. Returns the units (reads) driven."""
     renderer = plugin.job.renderer_on(plugin.renderer, counters)
-    units = [0]
     try:
-        drive(plugin.job, items, counters, renderer, put, lambda n: units.__setitem__(0, units[0] + n))
+        return drive(plugin.job, items, counters, renderer, put)
     except BaseException:
         for _ in renderer.ready(block=True):
             pass
         raise
-    return units[0]
 
 
 class ShareUnsure(RemoteError):
@@ -318,9 +317,11 @@ def map_share(path, begin, end, part, plugin_name):
     try:
         with open(part, "w") as handle:
             out = BackgroundWriter(handle)
+            def put(piece):  # a share writes its records only (the share path has no other sinks)
+                if piece.get("sam"):
+                    out.put(piece["sam"])
             try:
-                units = drive_on_worker(plugin, batches, counters,
-                                        lambda piece: piece.get("sam") and out.put(piece["sam"]))
+                units = drive_on_worker(plugin, batches, counters, put)
             finally:
                 out.close(raise_error=False)
             out.close()

@@ -31,11 +31,15 @@ def drive(job, items, counters, renderer, put, advance=None):
     """The one loop: each input item mapped by the job, in order, handed to `renderer` (submit / ready, see
     jobs.py), and every rendered piece ({sink name: text}) given to `put` in input order as soon as it is
     done, so the device maps the next item while the last one renders; `advance(units)` after each item's
-    pieces (a progress bar)."""
+    pieces (a progress bar). Returns the units (reads, or read pairs) written."""
+    written = 0
+
     def write(block=False):
+        nonlocal written
         for units, texts in renderer.ready(block):
             for piece in texts:
                 put(piece)
+            written += units
             if advance is not None:
                 advance(units)
 
@@ -44,6 +48,7 @@ def drive(job, items, counters, renderer, put, advance=None):
         renderer.submit(item)
         write()
     write(block=True)
+    return written
 
 
 def run_local(job):
