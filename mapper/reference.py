@@ -171,6 +171,8 @@ _LETTER[list(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")] = True
 _SEQUENCE_BYTE = _LETTER.copy()  # what a sequence line may hold, its line end included
 _SEQUENCE_BYTE[[_LF, _CR]] = True
 _SHOWN = {32: "a space", 9: "a tab", 0: "a NUL byte"}
+# bytes.translate's table for a block of sequence lines: a letter's code, 0xFF for any other byte
+_TRANSLATE = bytes(int(ENCODE[b]) if _LETTER[b] else 0xFF for b in range(256))
 
 
 class _FastaParser:
@@ -185,6 +187,42 @@ class _FastaParser:
     def line(self, at, breaks):
         """The line number (from 1) of byte `at` of the block whose line ends are `breaks`."""
         return self.lines + 1 + int(np.searchsorted(breaks, at))
+
+    def fast_block(self, data):
+        """Parse `data` (bytes: whole lines) with the bytes methods' C loops where it is what nearly all of a
+        genome is: its sequence lines go through `_sequence`, and only its header lines (and any piece that
+        `_sequence` declines) through `block`'s numpy passes, which took ~15 ns a base (47 s of a 3.1 Gbp
+        build) against ~2 here. Returns False, having done nothing, where a CR or a '>' inside a line makes
+        the block `block`'s alone."""
+        if b"\r" in data:
+            return False
+        pieces, at, start = [], data.find(b">"), 0
+        while at >= 0:
+            if at and data[at - 1] != _LF:
+                return False
+            end = data.find(b"\n", at) + 1 or len(data)
+            pieces += [(data[start:at], False), (data[at:end], True)]
+            start, at = end, data.find(b">", end)
+        pieces.append((data[start:], False))
+        for piece, header in pieces:
+            if piece and (header or not self._sequence(piece)):
+                self.block(np.frombuffer(piece, dtype=np.uint8), False)
+        return True
+
+    def _sequence(self, data):
+        """Sequence lines of the open contig, LF line ends, letters only: two C passes (bytes.translate
+        dropping the line ends, a search for a byte it did not translate). False, having done nothing, for
+        anything else, which `block` parses and reports."""
+        if not self.names:
+            return False
+        codes = data.translate(_TRANSLATE, b"\n")
+        if codes.find(b"\xff") >= 0:
+            return False
+        if codes:
+            self.chunks.append(np.frombuffer(codes, dtype=np.uint8))
+        self.current += len(codes)
+        self.lines += data.count(b"\n")
+        return True
 
     def block(self, data, final):
         """Parse `data` (uint8): whole lines, the last one unterminated only when `final`. Of the problems in
@@ -301,7 +339,7 @@ def read_fasta(path, fai_path=None):
                     pending = [chunk[cut:]]
                 else:
                     data = b"".join(pending)
-                if data:
+                if data and not parser.fast_block(data):
                     parser.block(np.frombuffer(data, dtype=np.uint8), final)
                 if final:
                     break
@@ -319,5 +357,6 @@ def read_fasta(path, fai_path=None):
         raise InputError(path, f"contig name '{dup}' occurs twice")
     lengths = np.array(lengths, dtype=np.int64)
     starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
-    codes = np.concatenate(parser.chunks) if len(parser.chunks) != 1 else parser.chunks[0]
+    single = len(parser.chunks) == 1 and parser.chunks[0].flags.writeable  # _sequence's are read-only
+    codes = parser.chunks[0] if single else np.concatenate(parser.chunks)
     return Reference(names, starts, lengths, codes)

@@ -4,8 +4,8 @@ failed to write shows. Tests hand it to the cuda backend's modules in place of t
 same tests run against the real device (tests marked `gpu`)."""
 import numpy as np
 
-from mapper.device.host import (SHIM, Timer, copy_into, free_memory, from_device, function, launch,  # noqa: F401
-                                  memset, shifted, to_device, trim_pool, upload)
+from mapper.device.host import (SHIM, Timer, copy_into, copy_out, free_memory, from_device, function,  # noqa: F401
+                                  launch, memset, shifted, to_device, trim_pool, upload)
 
 
 GROUP = 32  # the GPU's group size, so the host runs of the tests launch what the GPU launches

@@ -237,6 +237,13 @@ def from_device(buffer, shape, dtype):
     return driver().from_device(buffer, shape, np.dtype(dtype))
 
 
+def copy_out(array, buffer):
+    """Copy the start of a device buffer into an existing host array (contiguous: e.g. a slice of a bigger
+    array, which then needs no second host copy)."""
+    if array.nbytes:
+        driver().memcpy_dtoh(array, buffer)
+
+
 def launch(kernel, n, *args, block=BLOCK):
     """Run `kernel(*args)` with one thread per item of n, in blocks of `block` threads (the kernels check
     tid < n); the same call as host.launch, whose `block` is the items a host thread takes at a time."""

@@ -202,6 +202,10 @@ def from_device(buffer, shape, dtype):
     return buffer.view(np.dtype(dtype))[:count].reshape(shape).copy()
 
 
+def copy_out(array, buffer):
+    array.reshape(-1).view(np.uint8)[:] = buffer[:array.nbytes]
+
+
 class Timer:
     """Wall time of the block (the GPU layer times with CUDA events)."""
 

@@ -121,12 +121,13 @@ class CudaKernels:
 
     # ---- sort + RLE -----------------------------------------------------------------------------------
 
-    def _radix_passes(self, keys, keys_alt, n, bits, values=None, values_alt=None):
-        """Stable LSD passes over bits [0, bits) of n uint64 keys (and uint32 values riding along), 8 bits a
-        pass, ping-ponging between the buffers; returns (keys, keys_alt, values, values_alt), the result first."""
+    def _radix_passes(self, keys, keys_alt, n, bits, values=None, values_alt=None, low=0):
+        """Stable LSD passes over bits [low, bits) of n uint64 keys (and uint32 values riding along), 8 bits
+        a pass, ping-ponging between the buffers; returns (keys, keys_alt, values, values_alt), the result
+        first."""
         tiles = -(-n // self.tile)
         counts = cuda.scratch(4 * (1 << RADIX_BITS) * tiles)
-        for shift in range(0, bits, RADIX_BITS):
+        for shift in range(low, bits, RADIX_BITS):
             self.per_tile("radix_histogram", n, keys, _u32(n), _u32(shift), counts)
             self.scan(counts, (1 << RADIX_BITS) * tiles)
             if values is None:
@@ -138,10 +139,11 @@ class CudaKernels:
             keys, keys_alt = keys_alt, keys
         return keys, keys_alt, values, values_alt
 
-    def sort_keys(self, keys, n, bits):
-        """The n uint64 keys at device buffer `keys` sorted by bits [0, bits) (stable LSD); returns the buffer
-        that holds them sorted (`keys` itself or a new one). The mapper's GPU index build uses it."""
-        return self._radix_passes(keys, cuda.scratch(8 * n), n, bits)[0]
+    def sort_keys(self, keys, n, bits, low=0, alt=None):
+        """The n uint64 keys at device buffer `keys` sorted by bits [low, bits) (stable LSD), with `alt` (or a
+        new buffer) as the second buffer; returns the one that holds them sorted. The mapper's GPU index
+        build sorts its (key, position) words by the key bits alone: the positions come in order."""
+        return self._radix_passes(keys, cuda.scratch(8 * n) if alt is None else alt, n, bits, low=low)[0]
 
     def sort_rle(self, channels, stride, n, bits, weights=None):
         """Sort + RLE of n keys on the device: channel c at channels + 8 c stride (the buffer is used as

@@ -369,24 +369,30 @@ def test_plain_and_gzip_fasta_read_alike(tmp_path, id, text, fragments):
 
 def test_fasta_reader_does_not_depend_on_block_cuts(tmp_path, monkeypatch):
     """Blocks of 1 to 500 bytes give what one block gives, for valid and damaged texts (the first problem
-    in the file is the one reported, whatever the block it lies in)."""
+    in the file is the one reported, whatever the block it lies in), and the C-loop path for plain
+    sequence lines (fast_block) gives what the numpy parse of every block (`block` alone) gives."""
     import mapper.reference
     rng = random.Random(19)
-    base = (f">a desc\n{SEQ}\n{SEQ[:30]}\n\n>b\r\nACGTNNacgt\r\n>c\n" + "G" * 300 + "\n>d\nA\n").encode()
-    for _ in range(150):
-        text = bytearray(base)
+    crlf = (f">a desc\n{SEQ}\n{SEQ[:30]}\n\n>b\r\nACGTNNacgt\r\n>c\n" + "G" * 300 + "\n>d\nA\n").encode()
+    lf = (f">a desc\n{SEQ}\n{SEQ[:30]}\n\n>b\nACGTNNacgtRY\n>c\n" + "G" * 300 + "\n>d\nA\n").encode()
+    numpy_only = lambda parser, data: False
+    for i in range(300):
+        text = bytearray(crlf if i % 2 else lf)
         for _ in range(rng.randint(0, 3)):
             text[rng.randrange(len(text))] = rng.choice(b"AC1 \r\n>*=\x00\xe9")
         (tmp_path / "g.fa").write_bytes(bytes(text))
         outcomes = []
-        for chunk in (1 << 24, rng.choice([1, 2, 3, 7, 64, 500])):
+        for chunk, fast in ((1 << 24, True), (rng.choice([1, 2, 3, 7, 64, 500]), True), (1 << 24, False)):
             monkeypatch.setattr(mapper.reference, "_CHUNK", chunk)
+            if not fast:
+                monkeypatch.setattr(mapper.reference._FastaParser, "fast_block", numpy_only)
             try:
                 reference = read_fasta(tmp_path / "g.fa")
                 outcomes.append((reference.names, reference.lengths.tolist(), reference.codes.tobytes()))
             except InputError as error:
                 outcomes.append(str(error))
-        assert outcomes[0] == outcomes[1], bytes(text)
+            monkeypatch.undo()
+        assert outcomes[0] == outcomes[1] == outcomes[2], bytes(text)
 
 
 def test_valid_reference_reads_as_before(tmp_path):
