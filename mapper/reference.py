@@ -31,7 +31,7 @@ import zlib
 
 import numpy as np
 
-from mapper.alphabet import CODE_N, ENCODE, REF_ASCII, pack_2bit, unpack_2bit
+from mapper.alphabet import CODE_N, ENCODE, REF_ASCII, pack_2bit, pack_n_mask, unpack_2bit
 from mapper.errors import InputError
 
 # The SAM specification's RNAME (and @SQ SN) rule, '*' (no reference) excluded.
@@ -122,7 +122,7 @@ class Reference:
 
     def to_arrays(self):
         """The arrays stored in an index folder (see module docstring)."""
-        return {"seq2bit": pack_2bit(self.codes), "nmask": np.packbits(self.codes == CODE_N)}
+        return {"seq2bit": pack_2bit(self.codes), "nmask": pack_n_mask(self.codes)}
 
     @classmethod
     def from_arrays(cls, names, lengths, seq2bit, nmask):
@@ -221,7 +221,7 @@ class _FastaParser:
         if codes:
             self.chunks.append(np.frombuffer(codes, dtype=np.uint8))
         self.current += len(codes)
-        self.lines += data.count(b"\n")
+        self.lines += len(data) - len(codes)  # the line ends, the only bytes dropped
         return True
 
     def block(self, data, final):

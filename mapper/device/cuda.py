@@ -239,9 +239,29 @@ def from_device(buffer, shape, dtype):
 
 def copy_out(array, buffer):
     """Copy the start of a device buffer into an existing host array (contiguous: e.g. a slice of a bigger
-    array, which then needs no second host copy)."""
-    if array.nbytes:
-        driver().memcpy_dtoh(array, buffer)
+    array), through copy_into's two pinned buffers in turn: while the host copies one into the array, the
+    device fills the other (a plain copy into pageable memory ran at 2.2 GB/s: 5.6 s for a human index's
+    positions)."""
+    data = array.reshape(-1).view(np.uint8)
+    if len(data) <= STAGE // 16:
+        if len(data):
+            driver().memcpy_dtoh(data, buffer)
+        return
+    stages, stream, copied = _stages()
+    address, begins = int(buffer), range(0, len(data), STAGE)
+
+    def start(k):
+        size = min(STAGE, len(data) - begins[k])
+        driver().memcpy_dtoh_async(stages[k % 2][:size], address + begins[k], stream)
+        copied[k % 2].record(stream)
+
+    start(0)
+    for k, begin in enumerate(begins):
+        if k + 1 < len(begins):
+            start(k + 1)  # its buffer's previous piece was copied out in the round before
+        copied[k % 2].synchronize()
+        piece = data[begin:begin + STAGE]
+        piece[:] = stages[k % 2][:len(piece)]
 
 
 def launch(kernel, n, *args, block=BLOCK):

@@ -149,12 +149,47 @@ def test_index_carries_checksums_and_check_passes(tmp_path, tricky_fasta):
     build_index(tricky_fasta, 10, tmp_path / "idx")
     meta = json.loads((tmp_path / "idx" / "meta.json").read_text())
     assert set(meta["arrays"]) == {"seq2bit", "nmask", "offsets", "positions"}
-    assert all({"dtype", "shape", "blake2b", "sampled"} <= set(r) for r in meta["arrays"].values())
+    assert all({"dtype", "shape", "blake2b_chunks", "sampled"} <= set(r) for r in meta["arrays"].values())
     assert check_index(tricky_fasta, tmp_path / "idx").reference.names == ["one", "two", "tiny"]
     meta["contigs"][1][0] = "renamed"
     (tmp_path / "idx" / "meta.json").write_text(json.dumps(meta))
     with pytest.raises(IndexFormatError, match="meta.json changed"):
         load_index(tricky_fasta, tmp_path / "idx")
+
+
+def test_arrays_saved_by_threads_and_both_digests_checked(tmp_path, tricky_fasta, monkeypatch):
+    """save_array writes np.save's bytes (here in 7-byte pieces, by many threads), chunked_digest does not
+    depend on the threads, and `--check` verifies an index written before the chunked digests (its
+    "blake2b" of the whole bytes) as well as a new one, and finds one changed byte in either."""
+    import json
+    import mapper.index
+    from mapper.errors import IndexFormatError
+    from mapper.index import array_digest, check_index, chunked_digest, save_array
+    array = np.arange(1000, dtype=np.uint32) * 7919
+    np.save(tmp_path / "want.npy", array)
+    monkeypatch.setattr(mapper.index, "DIGEST_CHUNK", 7)
+    digest = save_array(tmp_path / "got.npy", array)
+    assert (tmp_path / "got.npy").read_bytes() == (tmp_path / "want.npy").read_bytes()
+    monkeypatch.setattr(mapper.index, "usable_cores", lambda: 1)
+    assert chunked_digest(array) == digest != chunked_digest(array[::-1])
+    monkeypatch.undo()
+    build_index(tricky_fasta, 10, tmp_path / "idx")
+    meta_path = tmp_path / "idx" / "meta.json"
+    for old_style in (False, True):
+        meta = json.loads(meta_path.read_text())
+        if old_style:
+            for name, record in meta["arrays"].items():
+                record["blake2b"] = array_digest(np.load(tmp_path / "idx" / f"{name}.npy"))
+                del record["blake2b_chunks"]
+            meta["meta_checksum"] = mapper.index._meta_checksum(meta)
+            meta_path.write_text(json.dumps(meta))
+        check_index(tricky_fasta, tmp_path / "idx")
+        positions = tmp_path / "idx" / "positions.npy"
+        good = positions.read_bytes()
+        positions.write_bytes(good[:-1] + bytes([good[-1] ^ 1]))
+        with pytest.raises(IndexFormatError, match="checksum mismatch"):
+            check_index(tricky_fasta, tmp_path / "idx")
+        positions.write_bytes(good)
 
 
 @pytest.mark.parametrize("old,new", [(b"False", b"Fa)se"), (b"'descr'", b"'de\x00cr'"), (b"(", b"\""),
