@@ -31,7 +31,7 @@ from mapper import bam  # noqa: E402
 from mapper.cli import main as gkmap  # noqa: E402
 from mapper.options import parse_size  # noqa: E402
 
-DATA = ROOT.parent / "shared" / "data"
+DATA = Path(os.environ.get("GKMAP_SHARED_DATA") or ROOT.parent / "shared" / "data")  # as tests/conftest.py
 
 
 def shigella_sam(folder, pairs):
