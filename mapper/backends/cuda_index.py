@@ -14,7 +14,8 @@ import numpy as np
 from mapper.device import layer as cuda
 from mapper.errors import UsageError
 
-BUILD_BUDGET = 12 << 30  # device bytes for a range's words and positions, besides the codes (at most)
+BUILD_BUDGET = 8 << 30   # device bytes for a range's words and positions, besides the codes (at most): a
+                         # 3.1 Gbp build then peaks below 1.5x its index's 12.2 GiB (12 GiB gave 19.2 GiB)
 SEGMENT = 1 << 28        # starts flagged at a time (2 GiB of flags and ranks)
 COARSE_BITS = 16         # the histogram's buckets: the top 16 bits of a key
 

@@ -245,7 +245,7 @@ def copy_out(array, buffer):
     data = array.reshape(-1).view(np.uint8)
     if len(data) <= STAGE // 16:
         if len(data):
-            driver().memcpy_dtoh(data, buffer)
+            driver().memcpy_dtoh(data, int(buffer))
         return
     stages, stream, copied = _stages()
     address, begins = int(buffer), range(0, len(data), STAGE)
