@@ -234,7 +234,10 @@ class HostDevice:
         ctypes.memmove(self._pointer(destination), array.ctypes.data, array.nbytes)
 
     def memcpy_dtoh(self, array, source):
-        ctypes.memmove(array.ctypes.data, int(source), array.nbytes)
+        ctypes.memmove(array.ctypes.data, self._pointer(source), array.nbytes)
+
+    def copy_out(self, array, buffer):
+        self.memcpy_dtoh(array, buffer)
 
     def memset_d8(self, destination, value, nbytes):
         ctypes.memset(self._pointer(destination), value, int(nbytes))
