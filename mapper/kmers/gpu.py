@@ -75,10 +75,10 @@ class CudaKernels:
             self.fn[name](*args, block=(cuda.BLOCK, 1, 1), grid=(-(-n // self.tile), 1))
 
     def read(self, pointer, count, dtype):
-        """count items of dtype at a device pointer, as a host array (a sync point); a big one (the encoded
-        table's groups) comes through the layer's pinned stages, not a pageable copy."""
+        """count items of dtype at a device pointer, as a host array (a sync point)."""
         out = np.empty(count, dtype=dtype)
-        cuda.copy_out(out, int(pointer))
+        if count:
+            self.drv.memcpy_dtoh(out, int(pointer))
         return out
 
     def scan(self, data, n, wide=False):

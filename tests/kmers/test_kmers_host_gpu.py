@@ -236,9 +236,6 @@ class HostDevice:
     def memcpy_dtoh(self, array, source):
         ctypes.memmove(array.ctypes.data, self._pointer(source), array.nbytes)
 
-    def copy_out(self, array, buffer):
-        self.memcpy_dtoh(array, buffer)
-
     def memset_d8(self, destination, value, nbytes):
         ctypes.memset(self._pointer(destination), value, int(nbytes))
 
