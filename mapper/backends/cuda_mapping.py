@@ -31,7 +31,7 @@ BAND_CAPACITY = 1 << 25  # hits (band slots) per seeding launch; rows are launch
 SEGMENT = 1024  # slots of a row in which seed_segments looks for one place to cut it for chaining
 ROW_BLOCK = 16  # rows a host thread takes at a time in seed_place_rows: a repeat read's row costs thousands of
                 # others', so the usual blocks of 256 rows left threads idle beside the block that held it
-RESERVE = 4 << 30  # device memory kept for a batch's buffers when --gpu-memory does not say how much to use
+RESERVE = 4 << 30  # without --gpu-memory: the device memory a batch's buffers keep to (the working budget)
 # With --gpu-memory M the whole run stays within M: CONTEXT for the CUDA context and the kernels' code, a
 # working budget W = M / WORK_SHARE for a batch's buffers (at most RESERVE), the rest for the index and the
 # reference (in parts when they need more). W bounds the buffers through the sizes they are cut to:
@@ -84,6 +84,8 @@ class CudaBackend(Backend):
         what the run's working budget leaves of it (see CONTEXT), else the free device memory less RESERVE."""
         if memory is None:
             budget = cuda.free_memory() - RESERVE
+            if self._work is None:  # a batch's buffers keep to the RESERVE the index leaves them (the pool, uncut,
+                self._work = RESERVE  # grew to 27 GiB beside a 3.1 Gbp index: peak GPU 41.8 GiB)
         else:
             self._work = min(memory // WORK_SHARE, RESERVE)
             budget = memory - self._work - CONTEXT
