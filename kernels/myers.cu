@@ -127,10 +127,19 @@ __device__ __forceinline__ void reset(u64 (&Pv)[MAX_WORDS], u64 (&Mv)[MAX_WORDS]
 
 /* The forward, semi-global pass: D[j] = the last row at column j (one byte, 255 for the `skip` leading
  * columns and for distances above 254) for j < W. Returns the fewest edits over the columns from `skip`
- * on, or e + 1 when none is within e. The last row moves by at most one a column, so once its score
- * exceeds e by more than the columns left, no later column can come within e: the pass stops there and
- * the rest of D is 255 (a candidate window that is no alignment, most of them, stops about a third of
- * the way before its end). */
+ * on, or e + 1 when none is within e.
+ * Two cuts keep the pass to the cells that can hold a distance within e:
+ *   - Words of the read join as their rows come within reach (Ukkonen's cut-off, as edlib's blocks do): an
+ *     alignment of the first r read bases ending at column c consumed at most c window bases, so
+ *     D[r][c] >= r - c, and word w (rows 64w + 1 ..) is not computed before column 64w + 1 - e. It then
+ *     starts from the row above it plus one a row (Pv all ones): those values are at least the true ones,
+ *     which are all above e there, so every cell within e is still exact (its optimal path runs through
+ *     cells within e) and the rest stay above e. `score` follows the bottom row of the last computed word
+ *     (the last row once all are): it moves by that word's carry out (advance's delta at bit 63).
+ *   - Once the last row's score exceeds e by more than the columns left, no later column can come within
+ *     e (the last row moves by at most one a column): the pass stops there and the rest of D is 255 (a
+ *     candidate window that is no alignment, most of them, stops about a third of the way before its end).
+ * For 100 bp reads a failing window then costs about one word-step a column instead of two. */
 __device__ __forceinline__ int last_row(const uint8_t *read, int L, const uint8_t *win, int W, int skip, int e,
                                         uint8_t *D)
 {
@@ -138,13 +147,21 @@ __device__ __forceinline__ int last_row(const uint8_t *read, int L, const uint8_
     const int nw = (L + 63) / 64, last_bit = (L - 1) & 63;
     build_peq(read, L, 0, pA, pC, pG, pT);
     reset(Pv, Mv);
-    int score = L, best = e + 1;
+    int active = 1; /* words computed: word `active` joins at column 64 active + 1 - e (step j = 64 active - e) */
+    while (active < nw && 64 * active - e <= 0)
+        ++active;
+    int score = active == nw ? L : 64 * active, best = e + 1;
     for (int j = 0; j < W; ++j) {
-        score += advance(Pv, Mv, pA, pC, pG, pT, win[j], nw, last_bit, 0);
-        D[j] = j < skip ? 255 : (uint8_t)min(score, 255);
-        if (j >= skip)
+        if (active < nw && j >= 64 * active - e) {
+            score += (active == nw - 1 ? L : 64 * (active + 1)) - 64 * active;
+            ++active;
+        }
+        const bool full = active == nw;
+        score += advance(Pv, Mv, pA, pC, pG, pT, win[j], active, full ? last_bit : 63, 0);
+        D[j] = j < skip || !full ? 255 : (uint8_t)min(score, 255);
+        if (full && j >= skip)
             best = min(best, score);
-        if (score - (W - 1 - j) > e) {
+        if (full && score - (W - 1 - j) > e) {
             for (int rest = j + 1; rest < W; ++rest)
                 D[rest] = 255;
             break;
