@@ -309,7 +309,8 @@ def check_reference(folder, meta, ref_path, build, checksum=None):
 
 _BLOCK = 4096
 _SAMPLED_BLOCKS = 4096
-DIGEST_CHUNK = 64 << 20  # bytes of an array hashed (and written) by one thread at a time
+DIGEST_CHUNK = 64 << 20  # bytes of an array hashed (and written) by one thread at a time; part of the
+                         # index format: a digest is only comparable with one made with the same pieces
 
 
 def _bytes(array):
