@@ -137,6 +137,8 @@ def build_arrays(reference, ws, chunk=BUILD_CHUNK):
     positions = np.empty(total, dtype=np.uint32)
     for a, b in steps:
         keys, starts = kept.pop(a, None) or _chunk_kmers(reference, ws, a, b)
+        if not len(keys):  # a chunk of N (an assembly gap) or of contig ends only
+            continue
         packed = keys.astype(np.uint64) << np.uint64(32)  # (key, start): one sort of plain words
         packed |= starts
         packed.sort()
@@ -276,7 +278,7 @@ def _recorded(ref_path):
     """reference_record(ref_path), or the exception it raised (for the thread that runs it)."""
     try:
         return reference_record(ref_path)
-    except Exception as error:  # re-raised by the caller, in its own thread
+    except BaseException as error:  # re-raised by the caller, in its own thread
         return error
 
 
@@ -309,6 +311,7 @@ def check_reference(folder, meta, ref_path, build, checksum=None):
 
 _BLOCK = 4096
 _SAMPLED_BLOCKS = 4096
+CHECK_THREADS = 8  # `--check`'s position checks at a time
 DIGEST_CHUNK = 64 << 20  # bytes of an array hashed (and written) by one thread at a time; part of the
                          # index format: a digest is only comparable with one made with the same pieces
 
@@ -579,7 +582,9 @@ def check_index(ref_path, index_dir=None):
                   full=True)
     step, total = 1 << 22, len(index.positions)
     check = lambda begin: _check_positions(folder, index, np.arange(begin, min(begin + step, total), dtype=np.int64))
-    pool = ThreadPoolExecutor(usable_cores())  # the gathers run without the GIL: 0.27 us a position on one core
+    # the gathers run without the GIL (0.27 us a position on one core); each thread holds ~0.3 GB of a step's
+    # temporaries, so at most CHECK_THREADS of them
+    pool = ThreadPoolExecutor(min(usable_cores(), CHECK_THREADS))
     try:
         for _ in pool.map(check, range(0, total, step)):
             pass

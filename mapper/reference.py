@@ -171,6 +171,7 @@ _LETTER[list(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")] = True
 _SEQUENCE_BYTE = _LETTER.copy()  # what a sequence line may hold, its line end included
 _SEQUENCE_BYTE[[_LF, _CR]] = True
 _SHOWN = {32: "a space", 9: "a tab", 0: "a NUL byte"}
+FAST_HEADERS = 16  # headers a block may hold for fast_block; more go to `block` whole (~55 us a call)
 # bytes.translate's table for a block of sequence lines: a letter's code, 0xFF for any other byte
 _TRANSLATE = bytes(int(ENCODE[b]) if _LETTER[b] else 0xFF for b in range(256))
 
@@ -192,14 +193,14 @@ class _FastaParser:
         """Parse `data` (bytes: whole lines) with the bytes methods' C loops where it is what nearly all of a
         genome is: its sequence lines go through `_sequence`, and only its header lines (and any piece that
         `_sequence` declines) through `block`'s numpy passes, which took ~15 ns a base (47 s of a 3.1 Gbp
-        build) against ~2 here. Returns False, having done nothing, where a CR or a '>' inside a line makes
-        the block `block`'s alone."""
+        build) against ~2 here. Returns False, having done nothing, where a CR, a '>' inside a line or more
+        than FAST_HEADERS headers (a block of short contigs) make the block `block`'s alone."""
         if b"\r" in data:
             return False
         pieces, at, start = [], data.find(b">"), 0
         while at >= 0:
-            if at and data[at - 1] != _LF:
-                return False
+            if at and data[at - 1] != _LF or len(pieces) >= 2 * FAST_HEADERS:
+                return False  # many headers (short contigs): one numpy pass over the block beats a call each
             end = data.find(b"\n", at) + 1 or len(data)
             pieces += [(data[start:at], False), (data[at:end], True)]
             start, at = end, data.find(b">", end)

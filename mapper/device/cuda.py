@@ -242,6 +242,8 @@ def copy_out(array, buffer):
     array), through copy_into's two pinned buffers in turn: while the host copies one into the array, the
     device fills the other (a plain copy into pageable memory ran at 2.2 GB/s: 5.6 s for a human index's
     positions)."""
+    if not array.flags.c_contiguous:
+        raise ValueError("copy_out needs a contiguous host array")
     data = array.reshape(-1).view(np.uint8)
     if len(data) <= STAGE // 16:
         if len(data):
