@@ -7,11 +7,9 @@ never part of a seed and never matches anything, not even another N. In uint8 co
 For edlib, an N must differ from every base *and from an N on the other side*: reads are spelled with
 `READ_ASCII` (N -> 'N') and reference windows with `REF_ASCII` (N -> 'n'), so edlib never matches them.
 """
-from concurrent.futures import ThreadPoolExecutor
-
 import numpy as np
 
-from mapper.cores import usable_cores
+from mapper.cores import on_cores
 
 BASES = "ACGT"
 CODE_N = 4
@@ -49,7 +47,7 @@ def pack_2bit(codes):
     releases the GIL): on one core a 3.1 Gbp genome took 10 s of its index build."""
     n = len(codes)
     words = np.empty(-(-n // 16), dtype=np.uint32)
-    _on_cores(lambda begin: _pack_piece(codes[16 * begin:16 * (begin + PACK_WORDS)],
+    on_cores(lambda begin: _pack_piece(codes[16 * begin:16 * (begin + PACK_WORDS)],
                                         words[begin:begin + PACK_WORDS]), range(0, len(words), PACK_WORDS))
     return words
 
@@ -63,7 +61,7 @@ def pack_n_mask(codes):
         piece = np.packbits(codes[begin:begin + step] == CODE_N)
         mask[begin // 8:begin // 8 + len(piece)] = piece
 
-    _on_cores(pack, range(0, len(codes), step))
+    on_cores(pack, range(0, len(codes), step))
     return mask
 
 
@@ -80,15 +78,6 @@ def _pack_piece(codes, out):
     for i, shift in ((1, 4), (2, 2), (3, 0)):
         packed |= quads[:, i] << shift
     out[:] = packed.view(">u4")
-
-
-def _on_cores(work, starts):
-    """work(start) for every start, on up to every usable core (inline for one)."""
-    if len(starts) > 1:
-        with ThreadPoolExecutor(min(len(starts), usable_cores())) as pool:
-            list(pool.map(work, starts))
-    elif len(starts):
-        work(starts[0])
 
 
 # byte of a 2-bit word -> its 4 codes (first base in the high bits) as one uint32 (the codes in memory order)
@@ -117,7 +106,7 @@ def unpack_2bit(words, n, nmask=None):
         piece = np.ascontiguousarray(little[begin:begin + UNPACK_WORDS, ::-1])
         np.take(_BYTE_CODES, piece, out=quads[begin:begin + UNPACK_WORDS])
 
-    _on_cores(unpack, range(0, len(little), UNPACK_WORDS))
+    on_cores(unpack, range(0, len(little), UNPACK_WORDS))
     if nmask is not None:
         nmask = np.asarray(nmask)
         octets = codes[:len(nmask) * 8].reshape(-1, 8)

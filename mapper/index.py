@@ -37,7 +37,6 @@ import threading
 import time
 import tokenize
 import warnings
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,7 +44,7 @@ import numpy as np
 
 from mapper.version import __version__
 from mapper.alphabet import CODE_N
-from mapper.cores import usable_cores
+from mapper.cores import on_cores
 from mapper.errors import IndexFormatError, UsageError
 from mapper.outputs import remove_stale, temp_prefix, umask
 from mapper.reference import Reference, check_contig_name, file_checksum, read_fasta, require_readable
@@ -351,9 +350,7 @@ def chunked_digest(array, fd=None, at=0):
                 view = view[os.pwrite(fd, view, at + begin + len(chunk) - len(view)):]
         return hashlib.blake2b(chunk, digest_size=16).digest()
 
-    starts = range(0, len(data), DIGEST_CHUNK)
-    with ThreadPoolExecutor(max(min(len(starts), usable_cores()), 1)) as pool:
-        pieces = list(pool.map(piece, starts))
+    pieces = on_cores(piece, range(0, len(data), DIGEST_CHUNK))
     digest = hashlib.blake2b(f"{len(data)} {DIGEST_CHUNK}".encode(), digest_size=16)
     for part in pieces:
         digest.update(part)
@@ -583,13 +580,8 @@ def check_index(ref_path, index_dir=None):
     step, total = 1 << 22, len(index.positions)
     check = lambda begin: _check_positions(folder, index, np.arange(begin, min(begin + step, total), dtype=np.int64))
     # the gathers run without the GIL (0.27 us a position on one core); each thread holds ~0.3 GB of a step's
-    # temporaries, so at most CHECK_THREADS of them
-    pool = ThreadPoolExecutor(min(usable_cores(), CHECK_THREADS))
-    try:
-        for _ in pool.map(check, range(0, total, step)):
-            pass
-    finally:
-        pool.shutdown(cancel_futures=True)  # the first damage found ends the check
+    # temporaries, so at most CHECK_THREADS of them; the first damage found ends the check
+    on_cores(check, range(0, total, step), most=CHECK_THREADS)
     valid = int(np.count_nonzero(valid_kmer_starts(index.reference, index.ws)))
     if valid != len(index.positions):
         raise _damaged(folder, f"{len(index.positions)} positions, but the reference has {valid} k-mers")

@@ -15,12 +15,12 @@ loci are chosen. The SAM is the one-part run's, byte for byte, because:
 - a candidate window never leaves its contig, so the part's own bases are all that filter and verifier read.
 Each part's uploads cost time per batch: a larger `--batch-size` spreads them over more reads.
 """
-import concurrent.futures
 import threading
 from dataclasses import dataclass
 
 import numpy as np
 
+from mapper.cores import on_cores
 from mapper.errors import UsageError
 
 POSITION_BYTES = 4  # uint32 positions
@@ -86,8 +86,7 @@ def part_lists(offsets, positions, part):
     n_positions = len(positions)
     local = np.empty(len(offsets), dtype=offsets.dtype)
     blocks = [(b0, min(b0 + BLOCK, n_positions)) for b0 in range(0, n_positions, BLOCK)]
-    with concurrent.futures.ThreadPoolExecutor(min(THREADS, max(len(blocks), 1))) as pool:
-        cut = list(pool.map(lambda block: _cut_block(offsets, positions, part, *block), blocks))
+    cut = on_cores(lambda block: _cut_block(offsets, positions, part, *block), blocks, most=THREADS)
     running = 0
     for i0, i1, before, kept in cut:  # `before` counts within a block (int32); `running` passes 2^31 in a big part
         local[i0:i1] = before

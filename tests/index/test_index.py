@@ -192,6 +192,7 @@ def test_arrays_saved_by_threads_and_both_digests_checked(tmp_path, tricky_fasta
     depend on the threads, and `--check` verifies an index written before the chunked digests (its
     "blake2b" of the whole bytes) as well as a new one, and finds one changed byte in either."""
     import json
+    import mapper.cores
     import mapper.index
     from mapper.errors import IndexFormatError
     from mapper.index import array_digest, check_index, chunked_digest, save_array
@@ -200,7 +201,7 @@ def test_arrays_saved_by_threads_and_both_digests_checked(tmp_path, tricky_fasta
     monkeypatch.setattr(mapper.index, "DIGEST_CHUNK", 7)
     digest = save_array(tmp_path / "got.npy", array)
     assert (tmp_path / "got.npy").read_bytes() == (tmp_path / "want.npy").read_bytes()
-    monkeypatch.setattr(mapper.index, "usable_cores", lambda: 1)
+    monkeypatch.setattr(mapper.cores, "usable_cores", lambda: 1)
     assert chunked_digest(array) == digest != chunked_digest(array[::-1])
     monkeypatch.undo()
     build_index(tricky_fasta, 10, tmp_path / "idx")
@@ -233,3 +234,21 @@ def test_damaged_npy_header_is_one_line(tmp_path, tricky_fasta, old, new):
     target.write_bytes(target.read_bytes().replace(old, new, 1))
     with pytest.raises(IndexFormatError, match="damaged index"):
         load_index(tricky_fasta, tmp_path / "idx")
+
+
+def test_on_cores_keeps_order_and_raises_the_first_error(monkeypatch):
+    """The helper behind the index's threaded steps (digests, packing, --check, index parts): results in the
+    items' order on any number of threads, inline for one, and an item's exception raised to the caller."""
+    import mapper.cores
+    from mapper.cores import on_cores
+    for cores in (1, 4):
+        monkeypatch.setattr(mapper.cores, "usable_cores", lambda: cores)
+        assert on_cores(lambda x: x * x, range(50)) == [x * x for x in range(50)]
+        assert on_cores(lambda x: x, []) == []
+
+        def fails(x):
+            if x == 7:
+                raise ValueError("item 7")
+            return x
+        with pytest.raises(ValueError, match="item 7"):
+            on_cores(fails, range(20), most=2)
