@@ -172,7 +172,10 @@ __device__ __forceinline__ int last_row(const uint8_t *read, int L, const uint8_
 
 /* The leftmost start of an alignment of the whole read costing d and ending at win[end] (the reverse
  * prefix pass, see above; the reversed read's masks in pA..pT). An alignment of L read bases with d edits
- * spans at most L + d reference bases. */
+ * spans at most L + d reference bases. The words of the read join as last_row's do, with d for e: anchored
+ * at the end, the first r reversed read bases against c window bases cost at least r - c, so word w is
+ * above d before column 64w + 1 - d, and every cell within d (all this pass reads: the last row where it
+ * equals d) comes out exact. For 100 bp reads that spares about a quarter of the pass's word-steps. */
 __device__ __forceinline__ int leftmost_start(const u64 (&pA)[MAX_WORDS], const u64 (&pC)[MAX_WORDS],
                                               const u64 (&pG)[MAX_WORDS], const u64 (&pT)[MAX_WORDS],
                                               const uint8_t *win, int L, int end, int d)
@@ -180,11 +183,19 @@ __device__ __forceinline__ int leftmost_start(const u64 (&pA)[MAX_WORDS], const 
     u64 Pv[MAX_WORDS], Mv[MAX_WORDS];
     const int nw = (L + 63) / 64, last_bit = (L - 1) & 63;
     reset(Pv, Mv);
-    int s = L, farthest = 0;
+    int active = 1; /* words computed, as in last_row */
+    while (active < nw && 64 * active - d <= 0)
+        ++active;
+    int s = active == nw ? L : 64 * active, farthest = 0;
     const int span = min(end + 1, L + d);
     for (int j = 1; j <= span; ++j) {
-        s += advance(Pv, Mv, pA, pC, pG, pT, win[end - (j - 1)], nw, last_bit, 1);
-        if (s == d)
+        if (active < nw && j - 1 >= 64 * active - d) {
+            s += (active == nw - 1 ? L : 64 * (active + 1)) - 64 * active;
+            ++active;
+        }
+        const bool full = active == nw;
+        s += advance(Pv, Mv, pA, pC, pG, pT, win[end - (j - 1)], active, full ? last_bit : 63, 1);
+        if (full && s == d)
             farthest = j;
     }
     return end - farthest + 1;

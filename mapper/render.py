@@ -187,24 +187,43 @@ def _spill_root():
 
 def _write_batch(folder, batch, e, maps):
     """One file holding a batch's reads, e and mappings; returns (path, layout), layout
-    giving each array's (offset, dtype, count) for `_read_batch`."""
+    giving each array's (offset, dtype, count) for `_read_batch`. The arrays go out in one os.writev call
+    (a loop only if the kernel takes part of them): each system call releases the GIL, and the main
+    process, whose other threads parse reads and write output, waited for it back once per call."""
     arrays = dict(starts=batch.starts, e=np.asarray(e, dtype=np.int64), seq=batch.seq,
                   names=np.frombuffer("\n".join(batch.names).encode(), dtype=np.uint8),
                   **{f: getattr(maps, f) for f in _MAP_FIELDS})
     if batch.qual is not None:
         arrays["qual"] = batch.qual
+    layout, pieces, offset = {}, [], 0
+    for name, array in arrays.items():
+        array = np.ascontiguousarray(array)
+        pad = -offset % 8
+        pieces.append(bytes(pad))
+        offset += pad
+        layout[name] = (offset, array.dtype.str, len(array))
+        pieces.append(memoryview(array).cast("B"))
+        offset += array.nbytes
     fd, path = tempfile.mkstemp(dir=folder, suffix=".batch")
-    layout, offset = {}, 0
-    with os.fdopen(fd, "wb") as handle:
-        for name, array in arrays.items():
-            array = np.ascontiguousarray(array)
-            pad = -offset % 8
-            handle.write(bytes(pad))
-            offset += pad
-            layout[name] = (offset, array.dtype.str, len(array))
-            handle.write(memoryview(array).cast("B"))
-            offset += array.nbytes
+    try:
+        _write_all(fd, pieces)
+    finally:
+        os.close(fd)
     return path, layout
+
+
+def _write_all(fd, pieces):
+    """Every byte of `pieces` (bytes-like) written to `fd`, in as few system calls as the kernel allows."""
+    pieces = [memoryview(p).cast("B") for p in pieces if len(p)]
+    while pieces:
+        sent = os.writev(fd, pieces[:_IOV_MAX])
+        while pieces and sent >= len(pieces[0]):
+            sent -= len(pieces.pop(0))
+        if pieces and sent:
+            pieces[0] = pieces[0][sent:]
+
+
+_IOV_MAX = 1024  # buffers one writev takes (Linux's IOV_MAX)
 
 
 def _read_batch(path, layout, first):
