@@ -223,6 +223,21 @@ def test_arrays_saved_by_threads_and_both_digests_checked(tmp_path, tricky_fasta
         positions.write_bytes(good)
 
 
+@pytest.mark.parametrize("blocks,tail", [(4096, 0), (4097, 0), (4097, 123), (9000, 4095)])
+def test_sampled_digest_keeps_its_definition(blocks, tail):
+    """Indexes on users' disks carry sampled digests made one 4 KiB block at a time (the evenly spread
+    blocks, the last one possibly short); the load's one-buffer gather must give the same digest."""
+    import hashlib
+    from mapper.index import _BLOCK, _SAMPLED_BLOCKS, array_digest
+    data = np.random.default_rng(blocks + tail).integers(0, 256, (blocks - 1) * _BLOCK + (tail or _BLOCK),
+                                                         dtype=np.uint8)
+    want = hashlib.blake2b(str(len(data)).encode(), digest_size=16)
+    n_blocks = -(-len(data) // _BLOCK)
+    for block in np.linspace(0, n_blocks - 1, min(n_blocks, _SAMPLED_BLOCKS)).astype(np.int64).tolist():
+        want.update(data[block * _BLOCK:(block + 1) * _BLOCK])
+    assert array_digest(data, sampled=True) == want.hexdigest()
+
+
 @pytest.mark.parametrize("old,new", [(b"False", b"Fa)se"), (b"'descr'", b"'de\x00cr'"), (b"(", b"\""),
                                      (b"'descr'", b"b'escr'")])  # a bytes key: numpy's sort of the keys fails
 def test_damaged_npy_header_is_one_line(tmp_path, tricky_fasta, old, new):
