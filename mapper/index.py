@@ -490,7 +490,7 @@ def verify_arrays(folder, meta, arrays, full=False, build="'gkmap index'"):
     # the sampled digests of the arrays on several cores (a load's ~56 MB of hashing, 70 ms on one core);
     # the full ones one array at a time, since chunked_digest spreads each array over every core itself
     names = list(arrays)
-    for name, ok in zip(names, on_cores(matches, names, most=None if not full else 1)):
+    for name, ok in zip(names, on_cores(matches, names, most=1 if full else None)):
         if not ok:
             raise _damaged(folder, f"{name}.npy: checksum mismatch", build)
 

@@ -212,6 +212,9 @@ def _write_batch(folder, batch, e, maps):
     return path, layout
 
 
+_IOV_MAX = 1024  # buffers one writev takes (Linux's IOV_MAX)
+
+
 def _write_all(fd, pieces):
     """Every byte of `pieces` (bytes-like) written to `fd`, in as few system calls as the kernel allows."""
     pieces = [memoryview(p).cast("B") for p in pieces if len(p)]
@@ -221,9 +224,6 @@ def _write_all(fd, pieces):
             sent -= len(pieces.pop(0))
         if pieces and sent:
             pieces[0] = pieces[0][sent:]
-
-
-_IOV_MAX = 1024  # buffers one writev takes (Linux's IOV_MAX)
 
 
 def _read_batch(path, layout, first):

@@ -32,6 +32,24 @@ def test_render_now_in_processes_equals_inline(mapped):
     assert np.array_equal(got.nh, want.nh) and want.records > 500
 
 
+def test_batch_file_survives_short_writes(mapped, tmp_path, monkeypatch):
+    """A batch file goes out in one writev where the kernel takes it all; where it takes a few bytes at a
+    time (a full disk's last blocks, a signal), the rest follows and the file reads back the same."""
+    import os
+    from pathlib import Path
+    from mapper.render import _read_batch, _write_batch
+    index, batch, rows, maps = mapped
+    e = rows.e[:len(batch)]
+    whole = _write_batch(str(tmp_path), batch, e, maps)
+    writev = os.writev
+    monkeypatch.setattr(os, "writev", lambda fd, buffers: writev(fd, [bytes(buffers[0])[:7]]))
+    short = _write_batch(str(tmp_path), batch, e, maps)
+    assert Path(whole[0]).read_bytes() == Path(short[0]).read_bytes() and whole[1] == short[1]
+    got, got_e, got_maps = _read_batch(*short, batch.first)
+    assert list(got.names[0:len(batch)]) == list(batch.names) and np.array_equal(got.seq, batch.seq)
+    assert np.array_equal(got_e, e) and np.array_equal(got_maps.end, maps.end)
+
+
 def test_daemonic_process_renders_inline(mapped, monkeypatch):
     index, batch, rows, maps = mapped
     monkeypatch.setattr(type(multiprocessing.current_process()), "daemon", property(lambda self: True))
