@@ -495,17 +495,6 @@ def verify_arrays(folder, meta, arrays, full=False, build="'gkmap index'"):
             raise _damaged(folder, f"{name}.npy: checksum mismatch", build)
 
 
-def _keys_at(reference, starts, ws):
-    """Keys of the ws-mers at `starts` (int64), and whether each has an N."""
-    keys = np.zeros(len(starts), dtype=np.int64)
-    has_n = np.zeros(len(starts), dtype=bool)
-    for i in range(ws):
-        c = reference.bases(starts + i)
-        has_n |= c == CODE_N
-        keys = (keys << 2) | (c & 3)
-    return keys, has_n
-
-
 def _check_positions(folder, index, sample):
     """Whether positions[sample] hold, each, a ws-mer of its bucket's key, with no N, inside one contig, and
     each is below the next position of its bucket (sorted)."""
@@ -515,7 +504,7 @@ def _check_positions(folder, index, sample):
     where = np.asarray(positions[sample]).astype(np.int64)
     if int(where.max()) > reference.size - ws:
         raise _damaged(folder, "a position past the end of the reference")
-    keys, has_n = _keys_at(reference, where, ws)
+    keys, has_n = reference.keys_at(where, ws)
     contig, offset = reference.locate(where)
     # sample i lies in bucket keys[i] when offsets[key] <= i < offsets[key + 1] (offsets never decrease:
     # _check_offsets): two reads of the memory-mapped offsets a sample, where a search took about 24

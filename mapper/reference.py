@@ -104,6 +104,37 @@ class Reference:
         codes[masked.astype(bool)] = CODE_N
         return codes
 
+    def keys_at(self, starts, k):
+        """(keys int64, has_n bool) of the k-mers at global `starts` (int64, each k-mer inside the
+        reference): the 2-bit key, first base most significant (an N counts as A), and whether it holds an
+        N. While the codes are packed and k <= 16, a k-mer is two word reads and one 3-byte N-mask read
+        (its 2k bits and k mask bits never span more), not k base reads: `gkmap index --check` reads a key
+        for every position of the index."""
+        if self._codes is not None or k > 16:
+            keys = np.zeros(len(starts), dtype=np.int64)
+            has_n = np.zeros(len(starts), dtype=bool)
+            for i in range(k):
+                c = self.bases(starts + i)
+                has_n |= c == CODE_N
+                keys = (keys << 2) | (c & 3)
+            return keys, has_n
+        seq2bit, nmask = self._packed
+        word = starts >> 4
+        pair = np.asarray(seq2bit[word]).astype(np.uint64) << np.uint64(32)
+        pair |= np.asarray(seq2bit[np.minimum(word + 1, len(seq2bit) - 1)]).astype(np.uint64) \
+            * (word + 1 < len(seq2bit))
+        shift = (64 - 2 * k - 2 * (starts & 15)).astype(np.uint64)
+        keys = ((pair >> shift) & np.uint64((1 << 2 * k) - 1)).astype(np.int64)
+        byte = starts >> 3
+        window = np.zeros(len(starts), dtype=np.uint32)
+        for i in range(3):  # bytes byte .. byte + 2, most significant first (bytes past the end: no N)
+            at = byte + i
+            window = (window << np.uint32(8)) | (np.asarray(nmask[np.minimum(at, len(nmask) - 1)]).astype(np.uint32)
+                                                 * (at < len(nmask)))
+        mask_shift = (24 - k - (starts & 7)).astype(np.uint32)
+        has_n = ((window >> mask_shift) & np.uint32((1 << k) - 1)) != 0
+        return keys, has_n
+
     @property
     def ends(self):
         return self.starts + self.lengths

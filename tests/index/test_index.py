@@ -223,6 +223,26 @@ def test_arrays_saved_by_threads_and_both_digests_checked(tmp_path, tricky_fasta
         positions.write_bytes(good)
 
 
+def test_keys_from_packed_words_equal_the_bases():
+    """Reference.keys_at reads a k-mer's key from two packed words and its N flag from three mask bytes
+    (`--check` does it for every position); it must give the keys and N flags of the base-by-base reading
+    at every start, the last k-mers, word and byte boundaries and N runs included."""
+    from mapper.alphabet import CODE_N, pack_2bit, pack_n_mask
+    from mapper.reference import Reference
+    rng = np.random.default_rng(3)
+    for n in (16, 17, 31, 1000, 4099):
+        codes = rng.integers(0, 4, n).astype(np.uint8)
+        codes[rng.random(n) < 0.05] = CODE_N
+        codes[n // 2:n // 2 + 7] = CODE_N
+        packed = Reference(["c"], np.array([0]), np.array([n]), packed=(pack_2bit(codes), pack_n_mask(codes)))
+        plain = Reference(["c"], np.array([0]), np.array([n]), codes=codes)
+        for k in (10, 12, 14, 16):
+            starts = np.arange(0, n - k + 1, dtype=np.int64)
+            (got, got_n), (want, want_n) = packed.keys_at(starts, k), plain.keys_at(starts, k)
+            assert np.array_equal(got, want) and np.array_equal(got_n, want_n), (n, k)
+            assert want_n.any() and (n < 1000 or not want_n.all())
+
+
 @pytest.mark.parametrize("blocks,tail", [(4096, 0), (4097, 0), (4097, 123), (9000, 4095)])
 def test_sampled_digest_keeps_its_definition(blocks, tail):
     """Indexes on users' disks carry sampled digests made one 4 KiB block at a time (the evenly spread
