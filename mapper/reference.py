@@ -118,19 +118,18 @@ class Reference:
                 has_n |= c == CODE_N
                 keys = (keys << 2) | (c & 3)
             return keys, has_n
+        # a read past the last word or mask byte (clipped to it) only fills bits that the shifts drop: the
+        # k-mer ends inside the reference, so its own bits all lie in words and bytes that exist
         seq2bit, nmask = self._packed
         word = starts >> 4
         pair = np.asarray(seq2bit[word]).astype(np.uint64) << np.uint64(32)
-        pair |= np.asarray(seq2bit[np.minimum(word + 1, len(seq2bit) - 1)]).astype(np.uint64) \
-            * (word + 1 < len(seq2bit))
+        pair |= np.asarray(seq2bit[np.minimum(word + 1, len(seq2bit) - 1)]).astype(np.uint64)
         shift = (64 - 2 * k - 2 * (starts & 15)).astype(np.uint64)
         keys = ((pair >> shift) & np.uint64((1 << 2 * k) - 1)).astype(np.int64)
-        byte = starts >> 3
         window = np.zeros(len(starts), dtype=np.uint32)
-        for i in range(3):  # bytes byte .. byte + 2, most significant first (bytes past the end: no N)
-            at = byte + i
-            window = (window << np.uint32(8)) | (np.asarray(nmask[np.minimum(at, len(nmask) - 1)]).astype(np.uint32)
-                                                 * (at < len(nmask)))
+        for i in range(3):  # mask bytes byte .. byte + 2, most significant first
+            at = np.minimum((starts >> 3) + i, len(nmask) - 1)
+            window = (window << np.uint32(8)) | np.asarray(nmask[at]).astype(np.uint32)
         mask_shift = (24 - k - (starts & 7)).astype(np.uint32)
         has_n = ((window >> mask_shift) & np.uint32((1 << k) - 1)) != 0
         return keys, has_n
