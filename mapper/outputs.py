@@ -106,6 +106,15 @@ def atomic_path(path):
         raise
 
 
+def no_truncate(path, flags):
+    """An `opener` for open() that leaves out O_TRUNC. atomic_path's temporary file is new and empty, and
+    truncating it again (mode "w" does) makes ext4 and XFS flush the whole file to disk when it is closed
+    (their guard for programs that rewrite a file in place): 0.64 s in the close of a 1 GB k-mer table on
+    the H100 machine, 0.24-0.31 s for 512 MB on the development machine. A device node or FIFO written
+    through ignores O_TRUNC anyway."""
+    return os.open(path, flags & ~os.O_TRUNC, 0o666)
+
+
 @contextlib.contextmanager
 def atomic_output(path, mode="w"):
     """Yield a file object for `path`, written by `atomic_path`'s rules ('-' or None: stdout, written as
@@ -113,7 +122,7 @@ def atomic_output(path, mode="w"):
     if path in (None, "-"):
         yield sys.stdout if "b" not in mode else sys.stdout.buffer
         return
-    with atomic_path(path) as tmp, open(tmp, mode) as handle:
+    with atomic_path(path) as tmp, open(tmp, mode, opener=no_truncate) as handle:
         yield handle
 
 

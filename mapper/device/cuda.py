@@ -174,6 +174,11 @@ def scratch_copy(array):
     return buffer
 
 
+def pagelocked(nbytes):
+    """A page-locked (pinned) host buffer of nbytes uint8: the device copies it without the driver's staging."""
+    return driver().pagelocked_empty(max(int(nbytes), 1), np.uint8)
+
+
 def memset(buffer, value, nbytes):
     """Set nbytes of a device buffer to the byte value (in stream order with the launches)."""
     driver().memset_d8(buffer, value, nbytes)

@@ -124,6 +124,7 @@ class CpuBackend:
     docstring)."""
 
     name = "cpu"
+    block_buffer = None  # each block in a fresh buffer (reading.py): the pool parses it after add() returns
 
     @staticmethod
     def bytes_per_kmer(channels):

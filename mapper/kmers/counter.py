@@ -30,7 +30,7 @@ from mapper.kmers import store
 from mapper.kmers.backend import CpuBackend
 from mapper.kmers.encode import KmerLayout
 from mapper.kmers.merge import merge_runs
-from mapper.kmers.reading import blocks
+from mapper.kmers.reading import blocks, fresh_buffer
 from mapper.outputs import atomic_path, remove_stale, temp_prefix
 from mapper.reads import prefetch
 
@@ -79,7 +79,12 @@ class KmerCounter:
 
     def add_files(self, paths):
         start = time.perf_counter()
-        for block in prefetch(blocks(paths, self.block_bytes)):
+        # The cuda backend reads every block into its one pinned buffer: no reading ahead, the buffer is
+        # reused (reading.py). The cpu backend parses a block in its pool after add() returns: fresh buffers,
+        # read ahead by a thread while the pool works.
+        reused = self.backend.block_buffer
+        source = blocks(paths, self.block_bytes, reused or fresh_buffer)
+        for block in (source if reused else prefetch(source)):
             self.backend.add(block)
             if self.backend.buffered >= self._room() and self.backend.settle() >= self._room():
                 run = self.backend.reduce()
@@ -98,7 +103,7 @@ class KmerCounter:
             remove_stale(self.tmp_parent or tempfile.gettempdir(), "gkmap-kmers-")  # a killed count's runs
             self.tmp_dir = tempfile.mkdtemp(prefix=temp_prefix("gkmap-kmers-"), dir=self.tmp_parent)
         path = f"{self.tmp_dir}/run{len(self.spilled):05d}.gkmers"
-        store.write_table(path, self.layout.k, self.canonical, 1, self.backend.encode(run))
+        store.write_table(path, self.layout.k, self.canonical, 1, [self.backend.encode(run)])
         self.spilled.append(path)
         self.stats.runs_spilled += 1
         log.info("spilled run %d (%d distinct k-mers) to %s", len(self.spilled), len(run), self.tmp_dir)
@@ -120,10 +125,16 @@ class KmerCounter:
                 encoded = self.backend.encode(runs[0], min_count)
                 self.stats.phases["encoding"] = time.perf_counter() - clock
                 clock = time.perf_counter()
-                self.stats.distinct = store.write_table(tmp, k, self.canonical, min_count, encoded)
+                self.stats.distinct = store.write_table(tmp, k, self.canonical, min_count, [encoded])
                 self.stats.phases["writing"] = time.perf_counter() - clock
                 return
             clock = time.perf_counter()
+            if not self.spilled:  # the cuda backend's runs, too many for its buffer at once: a range of bins at a time
+                room = max(MIN_CAPACITY, (self.memory - self.run_bytes * sum(map(len, runs))) // self.per_kmer)
+                self.stats.distinct = store.write_table(tmp, k, self.canonical, min_count,
+                                                        self.backend.merge_pieces(runs, min_count, room))
+                self.stats.phases["merging"] = time.perf_counter() - clock
+                return
             tables = [store.KmerTable(path) for path in self.spilled]
             try:
                 with store.TableWriter(tmp, k, self.canonical, min_count) as writer:

@@ -22,6 +22,7 @@ from mapper.kmers.binning import bin_bits, shift_of
 
 S8B_BLOCK = 60
 GROUP_BYTES = 1 << 25  # table bytes copied back from the device at a time
+STAGES = 2  # host buffers the groups are copied back into in turn
 
 
 def _u32(value):
@@ -33,13 +34,16 @@ class EncodedTable:
     """A table's bins as bytes: per bin its number of k-mers, the lengths of its counts stream and k-mer
     stream, and the sum of all counts; `groups` yields (first bin, [buffers of each bin]) in bin order, the
     buffers of a bin being its data (counts stream then k-mer stream) in pieces. A generator lets the cuda
-    backend copy a group back from the device while the one before is being written."""
+    backend copy a group back from the device while the one before is being written. `reuse` = r > 0: a
+    group's buffers are overwritten by the group r places later, so a writer is done with a group before
+    it asks for that one (the cuda backend copies back into two page-locked buffers in turn)."""
 
     n: np.ndarray            # int64 [bins]
     count_bytes: np.ndarray  # int64 [bins]
     key_bytes: np.ndarray    # int64 [bins]
     total: int
     groups: object
+    reuse: int = 0
 
     @classmethod
     def empty(cls, bins):
@@ -103,7 +107,7 @@ def encode_table(kn, keys, counts, u, C, k):
     if u == 0:
         return EncodedTable.empty(2 ** bin_bits(k))
     n_b, count_bytes, key_bytes, total, out, sizes = _encode(kn, keys, counts, u, C, k)
-    return EncodedTable(n_b, count_bytes, key_bytes, total, _groups(kn, out, sizes))
+    return EncodedTable(n_b, count_bytes, key_bytes, total, _groups(kn, out, sizes), STAGES)
 
 
 def encode_bins(bins, C, k, parallel_map):
@@ -176,12 +180,14 @@ def _encode(kn, keys, counts, u, C, k):
 
 def _groups(kn, out, sizes):
     """(first bin, [bin buffers]) for groups of bins of about GROUP_BYTES, each copied back when asked
-    for (EncodedTable.groups): the copy of a group overlaps the writing of the one before."""
+    for (EncodedTable.groups), into kn's STAGES page-locked buffers in turn (kn.read_staged): the copy of a
+    group overlaps the writing of the one before, and runs at the bus's speed, without the driver's
+    staging or the page faults of a fresh pageable array."""
     ends = np.cumsum(sizes)
     first = 0
     while first < len(sizes):
         start = int(ends[first] - sizes[first])
         last = max(int(np.searchsorted(ends, start + GROUP_BYTES, side="right")), first + 1)
-        data = kn.read(kn.at(out, start), int(ends[last - 1]) - start, np.uint8)
+        data = kn.read_staged(kn.at(out, start), int(ends[last - 1]) - start)
         yield first, [(data[e - s - start:e - start],) for e, s in zip(ends[first:last], sizes[first:last])]
         first = last

@@ -26,6 +26,7 @@ temporary folder. All integers are little-endian.
 """
 import os
 import struct
+from collections import deque
 
 try:  # ISA-L's CRC-32 (installed with xopen): the same value as zlib's, about 6x faster (23 against 3.9 GB/s here)
     from isal.isal_zlib import crc32
@@ -115,25 +116,40 @@ def _write_bin(fd, offset, parts):
     return crc
 
 
-def write_table(path, k, canonical, min_count, encoded):
-    """Write a whole table from a backend.EncodedTable: each bin is written at its place and checksummed
-    by the thread pool, while the next group of bins is being made ready; returns the number of distinct
-    k-mers written."""
-    sizes = encoded.count_bytes + encoded.key_bytes
-    offsets = HEADER.size + ENTRY.size * len(sizes) + np.cumsum(sizes) - sizes
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+def write_table(path, k, canonical, min_count, pieces):
+    """Write a whole table from backend.EncodedTables `pieces`, in bin order (one for a run encoded whole;
+    one per range of bins where runs are merged a range at a time, each with its range's bins only): each
+    bin is written at its place and checksummed by the thread pool, while the next group of bins is being
+    made ready; returns the number of distinct k-mers written. `path` is a new file or an empty one
+    (outputs.atomic_path's): it is not truncated, which would make ext4 and XFS write the whole table to
+    disk when it is closed (outputs.no_truncate)."""
+    bins = 2 ** bin_bits(k)
+    entries = [None] * bins  # (offset, n, count_bytes, key_bytes, future of the CRC-32) of the bins written
+    offset = HEADER.size + ENTRY.size * bins
+    distinct = total = 0
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o666)
     try:
-        crcs = {}
-        for first, group in encoded.groups:
-            for b, parts in enumerate(group, first):
-                if encoded.n[b]:
-                    crcs[b] = pool().submit(_write_bin, fd, int(offsets[b]), parts)
-        entries = [(int(offsets[b]), int(encoded.n[b]), int(encoded.count_bytes[b]), int(encoded.key_bytes[b]),
-                    crcs[b].result()) if b in crcs else (0, 0, 0, 0, 0) for b in range(len(sizes))]
-        distinct = int(encoded.n.sum())
+        writing = deque()  # each group's futures, while its buffers may be reused (EncodedTable.reuse)
+        for encoded in pieces:
+            sizes = encoded.count_bytes + encoded.key_bytes
+            offsets = offset + np.cumsum(sizes) - sizes
+            offset += int(sizes.sum())
+            distinct, total = distinct + int(encoded.n.sum()), total + encoded.total
+            for first, group in encoded.groups:
+                writing.append([])
+                for b, parts in enumerate(group, first):
+                    if encoded.n[b]:
+                        future = pool().submit(_write_bin, fd, int(offsets[b]), parts)
+                        entries[b] = (int(offsets[b]), int(encoded.n[b]), int(encoded.count_bytes[b]),
+                                      int(encoded.key_bytes[b]), future)
+                        writing[-1].append(future)
+                if encoded.reuse and len(writing) >= encoded.reuse:  # the next group reuses the oldest's buffers
+                    for future in writing.popleft():
+                        future.result()
+        table = [(0, 0, 0, 0, 0) if entry is None else (*entry[:4], entry[4].result()) for entry in entries]
         flags = CANONICAL if canonical else 0
-        head = HEADER.pack(MAGIC, VERSION, k, flags, bin_bits(k), min_count, distinct, encoded.total)
-        os.pwrite(fd, head + b"".join(ENTRY.pack(*entry) for entry in entries), 0)
+        head = HEADER.pack(MAGIC, VERSION, k, flags, bin_bits(k), min_count, distinct, total)
+        os.pwrite(fd, head + b"".join(ENTRY.pack(*entry) for entry in table), 0)
     finally:
         os.close(fd)
     return distinct

@@ -134,6 +134,31 @@ def test_cuda_fastq_table_is_byte_identical_to_cpu(odd_reads, tmp_path, k, canon
     assert_cpu_equals_cuda(odd_reads, tmp_path, k, canonical, memory)
 
 
+@gpu
+@pytest.mark.parametrize("k, canonical, min_count", [(21, True, 1), (40, False, 2)])
+def test_cuda_merges_held_runs_a_range_of_bins_at_a_time(tmp_path, monkeypatch, k, canonical, min_count):
+    """Runs held on the device that the buffer cannot take together (nothing spilled) are merged a range of
+    bins at a time on the GPU (CudaBackend.merge_pieces): the cpu backend's table."""
+    from mapper.kmers import backend, layout
+    from mapper.kmers.counter import count_kmers
+    monkeypatch.setattr("mapper.kmers.counter.MIN_CAPACITY", 1 << 9)
+    monkeypatch.setattr("mapper.kmers.counter.MAX_BLOCK_BYTES", 10_000)
+    monkeypatch.setattr(layout, "GROUP_BYTES", 20_000)
+    rng = np.random.default_rng(7)
+    sequence = rng.choice(list("ACGT"), 120_000)
+    sequence[60_000:90_000] = sequence[:30_000]  # k-mers seen twice, in two runs
+    reads = tmp_path / "r.fa"
+    reads.write_text("".join(f">r{i}\n{''.join(sequence[i:i + 300])}\n" for i in range(0, len(sequence), 300)))
+    memory = 50_000 * (24 * (1 + (k > 32)) + 24)  # ~90,000 distinct k-mers, 1.8 buffers: none spilled
+    tables = {}
+    for device in ("cpu", "cuda"):
+        tables[device] = tmp_path / f"{device}.kmers"
+        stats = count_kmers([reads], tables[device], k, canonical, min_count, backend.select(device)[0], memory,
+                            tmp_path)
+    assert stats.runs_spilled == 0 and "merging" in stats.phases
+    assert tables["cpu"].read_bytes() == tables["cuda"].read_bytes()
+
+
 @pytest.mark.skipif(cuda_available(), reason="checks the message given where there is no GPU")
 def test_device_cuda_without_a_gpu_is_a_usage_error(tmp_path, capsys):
     (tmp_path / "x.fa").write_text(">a\nACGTACGT\n")

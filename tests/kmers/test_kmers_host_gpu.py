@@ -212,6 +212,9 @@ class HostDevice:
 
     scratch, scratch_copy = empty, to_device  # the device's pool: plain buffers here
 
+    def pagelocked(self, nbytes):
+        return np.full(max(int(nbytes), 1), 0xA5, dtype=np.uint8)
+
     def from_device(self, buffer, shape, dtype):
         return _memory(buffer, dtype, int(np.prod(shape))).reshape(shape).copy()
 
@@ -311,6 +314,27 @@ def test_host_cuda_spills_keeps_and_filters_like_cpu(host_backend, inputs, tmp_p
         want = table_bytes(inputs, tmp_path / "cpu.kmers", k, canonical, backend_module.CpuBackend, memory, min_count)
         got = table_bytes(inputs, tmp_path / "cuda.kmers", k, canonical, host_backend, memory, min_count)
         assert got == want
+
+
+@pytest.mark.parametrize("k, canonical", [(21, True), (40, False)])
+def test_host_cuda_merges_held_runs_a_range_of_bins_at_a_time(host_backend, tmp_path, k, canonical, monkeypatch):
+    """Runs held on the device that the buffer cannot take together, nothing spilled: merged a range of bins
+    at a time (CudaBackend.merge_pieces), with --min-count too, into the cpu backend's table; the copies
+    back go through the two staging buffers in turn across the pieces."""
+    monkeypatch.setattr("mapper.kmers.counter.MIN_CAPACITY", 1 << 9)
+    monkeypatch.setattr("mapper.kmers.counter.MAX_BLOCK_BYTES", 1024)  # the buffer: 5,000 + 1,024 k-mers
+    monkeypatch.setattr(layout, "GROUP_BYTES", 100)
+    rng = np.random.default_rng(5)
+    sequence = rng.choice(list("ACGT"), 12_000)
+    sequence[6000:9000] = sequence[:3000]  # k-mers seen twice, in two runs
+    reads = tmp_path / "r.fa"
+    reads.write_text("".join(f">r{i}\n{''.join(sequence[i:i + 300])}\n" for i in range(0, len(sequence), 300)))
+    memory = 5000 * (24 * (1 + (k > 32)) + 24)  # ~9,000 distinct k-mers, 1.8 buffers: none spilled
+    for min_count in (1, 2):
+        want = table_bytes([reads], tmp_path / "cpu.kmers", k, canonical, backend_module.CpuBackend, memory, min_count)
+        stats = count_kmers([reads], tmp_path / "cuda.kmers", k, canonical, min_count, host_backend, memory, tmp_path)
+        assert stats.runs_spilled == 0 and "merging" in stats.phases
+        assert (tmp_path / "cuda.kmers").read_bytes() == want
 
 
 def test_host_cuda_sort_count_equals_cpu(host_kernels):

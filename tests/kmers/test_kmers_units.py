@@ -1,5 +1,6 @@
 """The vectorised pieces of `gkmap kmers` against slow, obviously correct twins, on random inputs with a
 fixed seed: k-mer extraction and canonical form, sort + RLE, VLQ, Simple-8b, key deltas, dump lines."""
+import os
 from collections import Counter
 
 import numpy as np
@@ -268,6 +269,64 @@ def test_block_cuts_across_count_pieces_and_long_lines(tmp_path, monkeypatch):
         assert np.array_equal(np.concatenate(got), dnaio_fastq_codes(fastq))
         got = [block.codes() for block in reading.blocks([tmp_path / "x.fa"], block_bytes)]
         assert np.array_equal(np.concatenate(got)[1:], dnaio_codes(fasta))
+
+
+def test_blocks_into_one_reused_buffer_plain_and_gzip(tmp_path, monkeypatch):
+    """A consumer that reads every block into one buffer it reuses (the cuda backend's pinned one), taking
+    each block before it asks for the next, gets the file's codes; so it does from gzip, whose newlines the
+    reading threads count after the bytes came out of the decompressor. Three reading threads, pieces of
+    5 bytes: a plain file is read in spans that end inside records and lines."""
+    import gzip
+
+    from mapper.device import host
+    from mapper.kmers import reading
+    monkeypatch.setattr(reading, "COUNT_PIECE", 5)
+    monkeypatch.setattr(host, "_threads", [3])
+    rng = np.random.default_rng(13)
+    fastq = random_fastq(rng, 60).replace(b"\r\n", b"\n").rstrip(b"\n") + b"\n"
+    fasta = b"".join(random_fasta(rng) for _ in range(20))
+    for name, text in (("x.fq", fastq), ("x.fa", fasta)):
+        (tmp_path / name).write_bytes(text)
+        (tmp_path / f"{name}.gz").write_bytes(gzip.compress(text))
+    allocations, blocks = [], 0
+
+    def reuse(size):
+        if not allocations or len(allocations[-1]) < size:
+            allocations.append(np.full(size, 0xA5, np.uint8))
+        return allocations[-1]
+    for block_bytes in (40, 333, 1 << 20):
+        for name in ("x.fq", "x.fq.gz"):
+            got = [block.codes() for block in reading.blocks([tmp_path / name], block_bytes, reuse)]
+            assert np.array_equal(np.concatenate(got), dnaio_fastq_codes(fastq)), (name, block_bytes)
+            blocks += len(got)
+        for name in ("x.fa", "x.fa.gz"):
+            got = [block.codes() for block in reading.blocks([tmp_path / name], block_bytes, reuse)]
+            assert np.array_equal(np.concatenate(got)[1:], dnaio_codes(fasta)), (name, block_bytes)
+            assert len(got) > 3 or block_bytes == 1 << 20
+            blocks += len(got)
+    assert len(allocations) < blocks / 10  # one buffer, grown now and then
+
+
+def test_plain_read_stops_at_the_first_short_span(tmp_path, monkeypatch):
+    """The reading threads read their spans at once: bytes a later span finds beyond the point where an
+    earlier one met the end (a file that grows while it is read) are not taken, so no gap is read over."""
+    from mapper.device import host
+    from mapper.kmers import reading
+    monkeypatch.setattr(reading, "COUNT_PIECE", 32)
+    monkeypatch.setattr(host, "_threads", [3])
+    path = tmp_path / "x.fq"
+    path.write_bytes(b"@r\nACGT\n+\nIIII\n" * 6 + b"@r\nAC\n+\nII\n")  # 101 bytes, 28 lines
+    real = reading._pread_into
+
+    def growing(fd, array, offset):  # the file "grew" after the second span met its end
+        return len(array) if offset >= 192 else real(fd, array, offset)
+    monkeypatch.setattr(reading, "_pread_into", growing)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        array = np.zeros(300, np.uint8)
+        assert reading._PlainSource(fd).fill(array, True) == (101, 28)
+    finally:
+        os.close(fd)
 
 
 def test_host_extraction_equals_numpy():
