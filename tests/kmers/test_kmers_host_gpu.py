@@ -212,6 +212,9 @@ class HostDevice:
 
     scratch, scratch_copy = empty, to_device  # the device's pool: plain buffers here
 
+    def trim_pool(self, limit):
+        pass  # no pool here
+
     def pagelocked(self, nbytes):
         return np.full(max(int(nbytes), 1), 0xA5, dtype=np.uint8)
 
