@@ -8,8 +8,11 @@ into table bytes happen. counter.py drives either one through the same methods:
     keep(run)            a (small) run back into the buffer, its counts as weights
     merge(runs) -> run   runs held in memory merged into one (None where it would not fit the budget)
     encode(run, min_count) -> EncodedTable     the table's bins, bytes as store.py writes them
-    memory_run(run)      the run as a merge input (read_bin), when runs were spilled
-    sort_count(keys, weights)                  count.sort_count, for the per-bin merge of spilled runs
+    block_buffer         None, or the allocator of the one buffer every input block is read into
+    merge_pieces         None, or (runs, min_count, limit, spilled tables) -> EncodedTables of bin ranges:
+                         the merge where merge() gives None or runs were spilled
+    memory_run(run)      (cpu) the run as a merge input (read_bin), when runs were spilled
+    sort_count(keys, weights)                  (cpu) count.sort_count, for the per-bin merge of spilled runs
 
 - `CpuBackend`: blocks are parsed (fasta.py, fastq.py) and cut into pieces of PIECE bases, whose k-mers are
   built by kernels/kmer_extract.cu's kmer_keys_run (one walk over a piece; the cuda backend builds the
@@ -125,6 +128,7 @@ class CpuBackend:
 
     name = "cpu"
     block_buffer = None  # each block in a fresh buffer (reading.py): the pool parses it after add() returns
+    merge_pieces = None  # runs are always merged in memory (merge); spilled ones bin by bin (merge.py)
 
     @staticmethod
     def bytes_per_kmer(channels):

@@ -129,18 +129,17 @@ class KmerCounter:
                 self.stats.phases["writing"] = time.perf_counter() - clock
                 return
             clock = time.perf_counter()
-            if not self.spilled:  # the cuda backend's runs, too many for its buffer at once: a range of bins at a time
-                room = max(MIN_CAPACITY, (self.memory - self.run_bytes * sum(map(len, runs))) // self.per_kmer)
-                self.stats.distinct = store.write_table(tmp, k, self.canonical, min_count,
-                                                        self.backend.merge_pieces(runs, min_count, room))
-                self.stats.phases["merging"] = time.perf_counter() - clock
-                return
             tables = [store.KmerTable(path) for path in self.spilled]
             try:
-                with store.TableWriter(tmp, k, self.canonical, min_count) as writer:
-                    merge_runs(tables + [self.backend.memory_run(run) for run in runs], writer, k,
-                               self.backend.sort_count, min_count)
-                self.stats.distinct = writer.distinct
+                if self.backend.merge_pieces:  # cuda: on the device, a range of bins at a time
+                    room = max(MIN_CAPACITY, (self.memory - self.run_bytes * sum(map(len, runs))) // self.per_kmer)
+                    pieces = self.backend.merge_pieces(runs, min_count, room, tables)
+                    self.stats.distinct = store.write_table(tmp, k, self.canonical, min_count, pieces)
+                else:
+                    with store.TableWriter(tmp, k, self.canonical, min_count) as writer:
+                        merge_runs(tables + [self.backend.memory_run(run) for run in runs], writer, k,
+                                   self.backend.sort_count, min_count)
+                    self.stats.distinct = writer.distinct
             finally:
                 for table in tables:
                     table.close()

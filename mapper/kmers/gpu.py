@@ -9,10 +9,12 @@ on first use, or a layer that tests inject with mapper.device.using):
     buffer     --(kmer_sort.cu: LSD radix sort, run_heads/scan/run_compact, run_lengths)--> a run
     run        --(kmer_codec.cu: bin_starts, s8b_words/scan/s8b_pack, vlq_sizes/scan/vlq_write)--> bytes
 
-`CudaBackend` has the contract of backend.CpuBackend (add / reduce / keep / encode / memory_run /
-sort_count), so counter.py does not know where it runs, and its tables are byte-identical to the cpu
-backend's. `CudaKernels.sort_count(keys, weights)` is count.sort_count on the GPU, for host arrays
-(the merge of spilled runs, and the tests).
+`CudaBackend` has the contract of backend.CpuBackend (add / reduce / keep / merge / encode), so counter.py
+does not know where it runs, and its tables are byte-identical to the cpu backend's; it also reads the
+input into its pinned buffer (block_buffer) and merges what does not fit its buffer a range of bins at a
+time on the device (merge_pieces: runs held on the device and runs spilled to disk alike).
+`CudaKernels.sort_count(keys, weights)` is count.sort_count on the GPU for host arrays: the tests' way
+to the sort + RLE that reduce() runs.
 
 Device buffers come from the process's pool (mapper.device.cuda.scratch): a block's dozen temporaries would
 otherwise be a cuMemAlloc and a cuMemFree each, and a free waits for the device.
@@ -27,10 +29,10 @@ import time
 import numpy as np
 
 from mapper.device import layer as cuda
-from mapper.kmers.fasta import CODE_ODD, CODE_SKIP, general_codes
+from mapper.kmers.backend import pool
 from mapper.kmers.binning import bin_bits, shift_of
+from mapper.kmers.fasta import CODE_ODD, CODE_SKIP, general_codes
 from mapper.kmers.layout import STAGES, encode_table
-from mapper.kmers.merge import MemoryRun
 
 log = logging.getLogger("gkmap")
 
@@ -403,11 +405,11 @@ class CudaBackend:
         """Put a run back at the start of the buffer, its counts as weights."""
         self._load([(run, 0, run.runs)])
 
-    def _load(self, slices):
-        """Slices (run, first, end) of runs one after the other at the start of the (empty) buffer, their
-        counts as weights."""
+    def _load(self, slices, host_parts=()):
+        """Slices (run, first, end) of device runs and host parts (keys uint64 [C, m], counts uint64 [m])
+        one after the other at the start of the (empty) buffer, their counts as weights."""
         drv = self.kernels.drv
-        total = sum(end - first for _, first, end in slices)
+        total = sum(end - first for _, first, end in slices) + sum(len(counts) for _, counts in host_parts)
         self._reserve(total)
         if self.weights is None:
             self.weights = cuda.scratch(8 * self.stride)
@@ -420,6 +422,13 @@ class CudaBackend:
                                 int(_at(run.keys, 8 * (c * run.runs + first))), 8 * (end - first))
             drv.memcpy_dtod(int(_at(self.weights, 8 * at)), int(_at(run.counts, 8 * first)), 8 * (end - first))
             at += end - first
+        for keys, counts in host_parts:
+            if not len(counts):
+                continue
+            for c in range(self.C):
+                drv.memcpy_htod(int(_at(self.keys, 8 * (c * self.stride + at))), np.ascontiguousarray(keys[c]))
+            drv.memcpy_htod(int(_at(self.weights, 8 * at)), np.ascontiguousarray(counts))
+            at += len(counts)
         self.n = self.weighted = total
 
     def merge(self, runs):
@@ -431,37 +440,35 @@ class CudaBackend:
         runs.clear()  # their device memory goes before the sort takes its own
         return self.reduce()
 
-    def merge_pieces(self, runs, min_count, limit):
-        """The table of runs held on the device that do not fit the buffer together, as EncodedTables of
-        ranges of bins (store.write_table's pieces): each range's slices of all runs, at most `limit`
-        k-mers (or one bin), are merged by one weighted sort + RLE in the buffer and encoded, a range after
-        the other, on the device. The runs are sorted, so a bin is a slice of each (kmer_codec.cu's
-        bin_starts finds them); a k-mer's bin is the same in every run, so the ranges' merges are the
-        whole merge."""
+    def merge_pieces(self, runs, min_count, limit, tables=()):
+        """The table of runs held on the device that do not fit the buffer together, and of the runs
+        spilled to `tables` (store.KmerTable), as EncodedTables of ranges of bins (store.write_table's
+        pieces): each range's slices of all runs, at most `limit` k-mers (or one bin), are merged by one
+        weighted sort + RLE in the buffer and encoded, a range after the other, on the device. The runs
+        are sorted, so a bin is a slice of each (kmer_codec.cu's bin_starts finds them on the device, a
+        table's bin table says them); a k-mer's bin is the same in every run, so the ranges' merges are the
+        whole merge. The spilled bins are decoded on the host by the thread pool (numpy's codec) and
+        uploaded."""
         kn, bins = self.kernels, 2 ** bin_bits(self.k)
-        bounds = []  # per run: int64 [bins + 1], where each bin starts in it
+        bounds = []  # per run, then per table: int64 [bins + 1], where each bin starts in it
         for run in runs:
             starts = cuda.scratch(4 * (bins + 1))
             kn.per_item("bin_starts", run.runs + 1, run.keys, _u32(run.runs), _u32(shift_of(self.k)), _u32(bins),
                         starts)
             bounds.append(kn.read(starts, bins + 1, np.uint32).astype(np.int64))
+        for table in tables:
+            bounds.append(np.concatenate(([0], np.cumsum([entry[1] for entry in table.entries]))))
         ends = np.cumsum(sum(np.diff(b) for b in bounds))  # k-mers of all runs in the bins up to each one
         first = 0
         while first < bins:
             before = int(ends[first - 1]) if first else 0
             last = max(int(np.searchsorted(ends, before + limit, side="right")), first + 1)
             if ends[last - 1] > before:
-                self._load([(run, int(b[first]), int(b[last])) for run, b in zip(runs, bounds)])
+                spilled = [(table, b) for table in tables for b in range(first, last) if table.entries[b][1]]
+                self._load([(run, int(b[first]), int(b[last])) for run, b in zip(runs, bounds)],
+                           list(pool().map(lambda item: item[0].read_bin(item[1]), spilled)))
                 yield self.encode(self.reduce(), min_count)
             first = last
-
-    def memory_run(self, run):
-        keys = self.kernels.read(run.keys, self.C * run.runs, np.uint64).reshape(self.C, run.runs)
-        counts = self.kernels.read(run.counts, run.runs, np.uint64)
-        return MemoryRun(keys, counts, self.k)
-
-    def sort_count(self, keys, weights=None):
-        return self.kernels.sort_count(keys, weights)
 
     # ---- run -> table bytes ---------------------------------------------------------------------------
 

@@ -1,8 +1,9 @@
 """The second phase: merge sorted runs bin by bin into one table (out of core: one bin in memory at a time).
 
 In : runs, each holding sorted distinct keys with counts and answering `read_bin(b)` -> (keys uint64
-     [C, n], counts uint64 [n]): the runs spilled to the temporary folder (store.KmerTable) and the last
-     run still in memory (`MemoryRun`)
+     [C, n], counts uint64 [n]): the runs spilled to the temporary folder (store.KmerTable) and the runs
+     still in memory (the cpu backend's BinnedRun; the cuda backend merges on the device instead:
+     gpu.CudaBackend.merge_pieces)
 Out: bin by bin, the union of the runs' bins with the counts of equal keys added and the k-mers below
      min_count left out, written to a store.TableWriter.
 
@@ -11,19 +12,7 @@ with their counts as weights (count.sort_count), which is the multiway merge.
 """
 import numpy as np
 
-from mapper.kmers.binning import bin_bits, bin_bounds
-
-
-class MemoryRun:
-    """A sorted run held in memory, cut into bins by `binning.bin_bounds`."""
-
-    def __init__(self, keys, counts, k):
-        self.keys, self.counts = keys, counts
-        self.bounds = bin_bounds(keys, k)
-
-    def read_bin(self, b):
-        lo, hi = self.bounds[b], self.bounds[b + 1]
-        return self.keys[:, lo:hi], self.counts[lo:hi]
+from mapper.kmers.binning import bin_bits
 
 
 def merge_runs(runs, writer, k, sort_count, min_count=1):

@@ -204,8 +204,7 @@ class KmerTable:
         offset, n, count_bytes, key_bytes, crc = self.entries[b]
         if n == 0:
             return np.empty((self.layout.channels, 0), dtype=np.uint64), np.empty(0, dtype=np.uint64)
-        self.file.seek(offset)
-        data = self.file.read(count_bytes + key_bytes)
+        data = os.pread(self.file.fileno(), count_bytes + key_bytes, offset)  # threads may read bins at once
         if len(data) != count_bytes + key_bytes or crc32(data) != crc or count_bytes % 8:
             self._fail(f"bin {b} is truncated or corrupt (checksum mismatch)")
         try:
