@@ -388,6 +388,7 @@ class CudaBackend:
             return DeviceRun(cuda.scratch(8), cuda.scratch(8), 0, self.C)
         if n >= 2 ** 32 - 1:
             raise ValueError(f"the cuda sort takes fewer than 2^32 - 1 keys at a time, got {n}")
+        cuda.trim_pool(0)  # what the blocks or the last piece's encoding left in the pool, before the sort's own
         weights = None
         if self.weighted:
             self.kernels.per_item("fill_u64", n - self.weighted, _at(self.weights, 8 * self.weighted), np.uint64(1),
@@ -395,9 +396,9 @@ class CudaBackend:
             weights = self.weights
         distinct, counts, runs = self.kernels.sort_rle(self.keys, self.stride, n, self.bits, weights)
         self.n = self.weighted = 0
-        # the sort's scratch (three buffers the size of the keys) goes back to the device rather than wait
-        # in the pool: a pool that keeps every size it was asked for grew to the whole GPU (80.9 GB) on 10 Gbp
-        # of reads with --memory 48, as the buffer shrinks from run to run
+        # and the sort's scratch (buffers the size of the keys) goes back to the device rather than wait in
+        # the pool: a pool that keeps every size it was asked for grew to the whole GPU (80.9 GB) on 10 Gbp of
+        # reads with --memory 48, as the buffer shrinks from run to run
         cuda.trim_pool(0)
         return DeviceRun(distinct, counts, runs, self.C)
 

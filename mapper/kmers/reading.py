@@ -158,10 +158,18 @@ def _spans(n, parts):
     return [(a, b) for a, b in zip(bounds, bounds[1:]) if b > a]
 
 
-def _count_newlines(array):
-    """_newlines of a uint8 array, a span a reading thread (numpy's compare and count release the GIL)."""
+def _split(work, n, parallel):
+    """[work(begin, end) for the spans of [0, n)]: a span a reading thread where `parallel`, else one call
+    in this thread."""
+    if not parallel:
+        return [work(0, n)]
     pool, threads = _pool()
-    return sum(pool.map(lambda span: _newlines(array[span[0]:span[1]]), _spans(len(array), threads)))
+    return list(pool.map(lambda span: work(*span), _spans(n, threads)))
+
+
+def _count_newlines(array, parallel):
+    """_newlines of a uint8 array (numpy's compare and count release the GIL)."""
+    return sum(_split(lambda begin, end: _newlines(array[begin:end]), len(array), parallel))
 
 
 def _pread_into(fd, array, offset):
@@ -179,8 +187,8 @@ class _PlainSource:
     """An uncompressed file, read by the reading threads at once, each its own span of the buffer with
     os.preadv (which releases the GIL) and each piece's newlines counted just after it was read."""
 
-    def __init__(self, fd):
-        self.fd, self.offset = fd, 0
+    def __init__(self, fd, parallel):
+        self.fd, self.offset, self.parallel = fd, 0, parallel
 
     def _span(self, array, begin, end, count):
         """Read array[begin:end] from the file; (bytes read, their newlines if `count`, whether it is full)."""
@@ -197,9 +205,9 @@ class _PlainSource:
     def fill(self, array, count):
         """Read the next bytes of the file into the uint8 array, as many as fit or as the file has left:
         (bytes read, the newlines among them if `count`, else 0)."""
-        pool, threads = _pool()
         filled = newlines = 0
-        for got, lines, full in pool.map(lambda span: self._span(array, *span, count), _spans(len(array), threads)):
+        for got, lines, full in _split(lambda begin, end: self._span(array, begin, end, count), len(array),
+                                       self.parallel):
             filled, newlines = filled + got, newlines + lines
             if not full:  # the file ended in this span: the later ones read nothing
                 break
@@ -211,29 +219,29 @@ class _StreamSource:
     """A compressed file read through xopen (ISA-L decompresses gzip in a thread of its own); the
     newlines counted afterwards by the reading threads."""
 
-    def __init__(self, file):
-        self.file = file
+    def __init__(self, file, parallel):
+        self.file, self.parallel = file, parallel
 
     def fill(self, array, count):
         """As _PlainSource.fill."""
         filled = _read_into(self.file, memoryview(array))
-        return filled, _count_newlines(array[:filled]) if count else 0
+        return filled, _count_newlines(array[:filled], self.parallel) if count else 0
 
 
 COMPRESSED = (b"\x1f\x8b", b"BZh", b"\xfd7zXZ\x00", b"\x28\xb5\x2f\xfd")  # gzip, bzip2, xz, zstd: for xopen
 
 
 @contextlib.contextmanager
-def _source(path):
-    """The _Source of a file: xopen's stream for a compressed file (told by its first bytes, as xopen
-    tells them), else the file itself."""
+def _source(path, parallel):
+    """The source of a file: xopen's stream for a compressed file (told by its first bytes, as xopen
+    tells them), else the file itself; `parallel`: read and count with the reading threads."""
     fd = os.open(path, os.O_RDONLY)
     try:
         if os.pread(fd, 6, 0).startswith(COMPRESSED):
             with xopen(path, "rb") as file:
-                yield _StreamSource(file)
+                yield _StreamSource(file, parallel)
         else:
-            yield _PlainSource(fd)
+            yield _PlainSource(fd, parallel)
     finally:
         os.close(fd)
 
@@ -345,17 +353,17 @@ def _record_blocks(path, block_bytes):
         yield Block(_codes(batch), False, False, path)
 
 
-def blocks(paths, block_bytes, allocate=fresh_buffer):
+def blocks(paths, block_bytes, allocate=fresh_buffer, parallel=True):
     """Yield the Blocks of every file of `paths`, in order, each text block in a buffer from
     `allocate(size)` (module docstring: a consumer that passes a buffer it reuses is done with a block when
-    it asks for the next)."""
+    it asks for the next); `parallel`: read with the reading threads, else in the calling thread alone."""
     for path in map(os.fspath, paths):
         if not os.path.isfile(path):
             raise InputError(path, "no such file")
         if os.path.getsize(path) == 0:
             continue
         try:
-            with _source(path) as source:
+            with _source(path, parallel) as source:
                 first = np.empty(1, np.uint8)
                 head = first[:source.fill(first, False)[0]].tobytes()
                 if head == b">":

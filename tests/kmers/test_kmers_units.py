@@ -274,8 +274,9 @@ def test_block_cuts_across_count_pieces_and_long_lines(tmp_path, monkeypatch):
 def test_blocks_into_one_reused_buffer_plain_and_gzip(tmp_path, monkeypatch):
     """A consumer that reads every block into one buffer it reuses (the cuda backend's pinned one), taking
     each block before it asks for the next, gets the file's codes; so it does from gzip, whose newlines the
-    reading threads count after the bytes came out of the decompressor. Three reading threads, pieces of
-    5 bytes: a plain file is read in spans that end inside records and lines."""
+    reading threads count after the bytes came out of the decompressor. Three reading threads (and none:
+    the calling thread alone), pieces of 5 bytes: a plain file is read in spans that end inside records
+    and lines."""
     import gzip
 
     from mapper.device import host
@@ -294,13 +295,13 @@ def test_blocks_into_one_reused_buffer_plain_and_gzip(tmp_path, monkeypatch):
         if not allocations or len(allocations[-1]) < size:
             allocations.append(np.full(size, 0xA5, np.uint8))
         return allocations[-1]
-    for block_bytes in (40, 333, 1 << 20):
+    for block_bytes, parallel in ((40, True), (333, True), (1 << 20, True), (333, False)):
         for name in ("x.fq", "x.fq.gz"):
-            got = [block.codes() for block in reading.blocks([tmp_path / name], block_bytes, reuse)]
+            got = [block.codes() for block in reading.blocks([tmp_path / name], block_bytes, reuse, parallel)]
             assert np.array_equal(np.concatenate(got), dnaio_fastq_codes(fastq)), (name, block_bytes)
             blocks += len(got)
         for name in ("x.fa", "x.fa.gz"):
-            got = [block.codes() for block in reading.blocks([tmp_path / name], block_bytes, reuse)]
+            got = [block.codes() for block in reading.blocks([tmp_path / name], block_bytes, reuse, parallel)]
             assert np.array_equal(np.concatenate(got)[1:], dnaio_codes(fasta)), (name, block_bytes)
             assert len(got) > 3 or block_bytes == 1 << 20
             blocks += len(got)
@@ -324,7 +325,7 @@ def test_plain_read_stops_at_the_first_short_span(tmp_path, monkeypatch):
     fd = os.open(path, os.O_RDONLY)
     try:
         array = np.zeros(300, np.uint8)
-        assert reading._PlainSource(fd).fill(array, True) == (101, 28)
+        assert reading._PlainSource(fd, True).fill(array, True) == (101, 28)
     finally:
         os.close(fd)
 
