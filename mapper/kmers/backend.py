@@ -131,6 +131,11 @@ class CpuBackend:
     merge_pieces = None  # runs are always merged in memory (merge); spilled ones bin by bin (merge.py)
 
     @staticmethod
+    def default_memory():
+        """The budget without --memory: 2 GB of host memory."""
+        return 2 << 30
+
+    @staticmethod
     def bytes_per_kmer(channels):
         """The pieces' keys (8 C) and the run they become, at most one distinct k-mer per k-mer (8 C + 8);
         a bin's sort copy is one bin's worth, within the constant."""
@@ -247,4 +252,5 @@ def select(device):
     def make_cuda(layout, canonical, capacity):
         return CudaBackend(layout, canonical, capacity, kernels)
     make_cuda.bytes_per_kmer = CudaBackend.bytes_per_kmer
+    make_cuda.default_memory = CudaBackend.default_memory
     return make_cuda, "cuda"

@@ -44,8 +44,9 @@ def add_arguments(parser):
     p.add_argument("--min-count", type=int, default=1, metavar="N", help="leave out k-mers seen fewer times")
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto",
                    help="where to sort: auto = cuda when a GPU and pycuda are present")
-    p.add_argument("--memory", type=float, default=2.0, metavar="GB",
-                   help="memory for k-mer buffers; beyond it sorted runs are spilled to --tmp")
+    p.add_argument("--memory", type=float, metavar="GB",
+                   help="memory for k-mer buffers; beyond it sorted runs are spilled to --tmp (default: 2 on "
+                        "the cpu backend; on cuda, 60%% of the GPU memory free at the start)")
     p.add_argument("--tmp", metavar="DIR", help="folder for spilled runs (default: OUT's folder)")
     p.add_argument("-t", "--threads", type=int, default=0, metavar="N",
                    help="host threads (parsing, the cpu backend's work); 0 = every core")
@@ -73,7 +74,7 @@ def _count(args):
         raise UsageError(f"-k must be between 1 and {MAX_K}, got {args.k}")
     if args.min_count < 1:
         raise UsageError(f"--min-count must be at least 1, got {args.min_count}")
-    if not args.memory > 0:
+    if args.memory is not None and not args.memory > 0:
         raise UsageError(f"--memory must be a positive number of GB, got {args.memory}")
     check_outputs({"-o": args.output}, args.inputs)
     out_dir = os.path.dirname(os.path.abspath(args.output))
@@ -86,12 +87,12 @@ def _count(args):
         raise UsageError(f"-t must be 0 (every core) or more, got {args.threads}")
     backend.set_threads(args.threads)
     make_backend, device = backend.select(args.device)
-    stats = count_kmers(args.inputs, args.output, args.k, args.canonical, args.min_count, make_backend,
-                        int(args.memory * 2 ** 30), tmp)
+    memory = make_backend.default_memory() if args.memory is None else int(args.memory * 2 ** 30)
+    stats = count_kmers(args.inputs, args.output, args.k, args.canonical, args.min_count, make_backend, memory, tmp)
     phases = ", ".join(f"{name} {seconds:.2f} s" for name, seconds in stats.phases.items())
-    log.info("%s: %d k-mers, %d distinct written (k=%d%s, %s, %d runs spilled) in %.2f s (%s)",
+    log.info("%s: %d k-mers, %d distinct written (k=%d%s, %s, %.1f GB of buffers%s, %d runs spilled) in %.2f s (%s)",
              args.output, stats.occurrences, stats.distinct, args.k, ", canonical" if args.canonical else "",
-             device, stats.runs_spilled, stats.seconds, phases)
+             device, memory / 2 ** 30, "" if args.memory else " by default", stats.runs_spilled, stats.seconds, phases)
     return 0
 
 
