@@ -9,6 +9,10 @@ plain FASTQ, its gzip (level 1, by isal) or both are counted. KMC counts canonic
 only with --canonical; jellyfish reads a gzip file through a generator (`zcat`), as its manual says.
 Every row says its ratio to KMC's time on the same input (x KMC: below 1 is faster than KMC).
 
+--memory is host memory: KMC's -m and gkmap cpu's --memory (jellyfish sizes its hash with -s). gkmap cuda
+buffers k-mers in GPU memory and runs with its own default budget (60 % of the GPU's free memory): each
+tool uses the memory it runs on as it would out of the box.
+
 Every tool runs as a child process, so its peak RSS (os.wait4) and wall time are its own; gkmap's time
 includes Python start-up. Each tool's output of the run before is removed before it runs (remove_outputs).
 The cuda kernels are compiled once, by a warm-up count of a small file before the
@@ -107,8 +111,9 @@ def commands(tool, path, k, canonical, threads, workdir, memory):
     gzipped = path.suffix == ".gz"
     if tool.startswith("gkmap"):
         device = tool.split("-")[1]
+        budget = ["--memory", f"{memory:g}"] if device == "cpu" else []  # cuda: its default, on the GPU
         return [sys.executable, "-m", "mapper", "kmers", "count", "-k", str(k), "--device", device, "-t", str(threads),
-                "--memory", f"{memory:g}", "-o", str(out), str(path)] + (["--canonical"] if canonical else [])
+                *budget, "-o", str(out), str(path)] + (["--canonical"] if canonical else [])
     if tool == "jellyfish":
         source = [str(path)]
         if gzipped:
@@ -194,7 +199,9 @@ def main():
                         help="for the read sets: plain FASTQ, gzip, or both")
     parser.add_argument("-k", nargs="+", type=int, default=[28, 31, 40, 65])
     parser.add_argument("--threads", type=int, default=os.cpu_count(), help="for every tool (gkmap: -t)")
-    parser.add_argument("--memory", type=float, default=8, help="GB, for gkmap (--memory) and KMC (-m)")
+    parser.add_argument("--memory", type=float, default=8,
+                        help="GB of host memory, for gkmap cpu (--memory) and KMC (-m); gkmap cuda takes its "
+                             "default budget of GPU memory")
     parser.add_argument("--tools", nargs="+", choices=["gkmap-cpu", "gkmap-cuda", "jellyfish", "kmc"],
                         help="the tools to run [every one installed]")
     parser.add_argument("--canonical", action="store_true", help="count canonical k-mers (KMC always does)")

@@ -244,9 +244,13 @@ class CudaBackend:
 
     @staticmethod
     def bytes_per_kmer(channels):
-        """Device bytes per buffered k-mer at the peak of sort_rle: the buffer (8 C), the sort's second
-        buffer or the permutation and digits (8 C + 24 for several channels), run heads and starts."""
-        return 24 * channels + 24
+        """Device bytes per buffered k-mer at the peak of sort_rle, which a weighted sort reaches (a kept or
+        merged run's counts in the buffer): the buffer (8 C) and its weights (8), the permutation and its
+        second buffer (8), the digits and theirs (16), the keys gathered in order (8 C), run heads and their
+        scan (8), and the run, at most one distinct k-mer per k-mer (8 C keys, a 4-byte start, an 8-byte
+        count). 24 C + 24 left out the weights, the gathered keys and the run's starts: the device's peak
+        went to 16.9 GB at --memory 6 (1 Gbp of reads, runs spilled and merged)."""
+        return 24 * channels + 52
 
     def __init__(self, layout, canonical, capacity, kernels=None):
         self.k = layout.k

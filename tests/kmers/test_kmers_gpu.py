@@ -139,7 +139,7 @@ def test_cuda_fastq_table_is_byte_identical_to_cpu(odd_reads, tmp_path, k, canon
 def test_cuda_merges_held_runs_a_range_of_bins_at_a_time(tmp_path, monkeypatch, k, canonical, min_count):
     """Runs held on the device that the buffer cannot take together (nothing spilled) are merged a range of
     bins at a time on the GPU (CudaBackend.merge_pieces): the cpu backend's table."""
-    from mapper.kmers import backend, layout
+    from mapper.kmers import backend, gpu, layout
     from mapper.kmers.counter import count_kmers
     monkeypatch.setattr("mapper.kmers.counter.MIN_CAPACITY", 1 << 9)
     monkeypatch.setattr("mapper.kmers.counter.MAX_BLOCK_BYTES", 10_000)
@@ -149,7 +149,7 @@ def test_cuda_merges_held_runs_a_range_of_bins_at_a_time(tmp_path, monkeypatch, 
     sequence[60_000:90_000] = sequence[:30_000]  # k-mers seen twice, in two runs
     reads = tmp_path / "r.fa"
     reads.write_text("".join(f">r{i}\n{''.join(sequence[i:i + 300])}\n" for i in range(0, len(sequence), 300)))
-    memory = 50_000 * (24 * (1 + (k > 32)) + 24)  # ~90,000 distinct k-mers, 1.8 buffers: none spilled
+    memory = 50_000 * gpu.CudaBackend.bytes_per_kmer(1 + (k > 32))  # ~90,000 distinct k-mers, 1.8 buffers: none spilled
     tables = {}
     for device in ("cpu", "cuda"):
         tables[device] = tmp_path / f"{device}.kmers"

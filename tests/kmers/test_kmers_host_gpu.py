@@ -312,7 +312,7 @@ def test_host_cuda_spills_keeps_and_filters_like_cpu(host_backend, inputs, tmp_p
     --min-count on the device; tables copied back a few bins at a time."""
     monkeypatch.setattr("mapper.kmers.counter.MIN_CAPACITY", 1 << 9)
     monkeypatch.setattr(layout, "GROUP_BYTES", 100)
-    memory = (1 << 9) * (24 * (1 + (k > 32)) + 24)
+    memory = (1 << 9) * gpu.CudaBackend.bytes_per_kmer(1 + (k > 32))
     for min_count in (1, 2):
         want = table_bytes(inputs, tmp_path / "cpu.kmers", k, canonical, backend_module.CpuBackend, memory, min_count)
         got = table_bytes(inputs, tmp_path / "cuda.kmers", k, canonical, host_backend, memory, min_count)
@@ -332,7 +332,7 @@ def test_host_cuda_merges_held_runs_a_range_of_bins_at_a_time(host_backend, tmp_
     sequence[6000:9000] = sequence[:3000]  # k-mers seen twice, in two runs
     reads = tmp_path / "r.fa"
     reads.write_text("".join(f">r{i}\n{''.join(sequence[i:i + 300])}\n" for i in range(0, len(sequence), 300)))
-    memory = 5000 * (24 * (1 + (k > 32)) + 24)  # ~9,000 distinct k-mers, 1.8 buffers: none spilled
+    memory = 5000 * gpu.CudaBackend.bytes_per_kmer(1 + (k > 32))  # ~9,000 distinct k-mers, 1.8 buffers: none spilled
     for min_count in (1, 2):
         want = table_bytes([reads], tmp_path / "cpu.kmers", k, canonical, backend_module.CpuBackend, memory, min_count)
         stats = count_kmers([reads], tmp_path / "cuda.kmers", k, canonical, min_count, host_backend, memory, tmp_path)
