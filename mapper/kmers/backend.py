@@ -27,7 +27,7 @@ into table bytes happen. counter.py drives either one through the same methods:
 """
 import threading
 from collections import deque
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 
 import numpy as np
 
@@ -38,29 +38,10 @@ from mapper.kmers.binning import bin_bits, bin_bounds, shift_of
 from mapper.kmers.count import sort_count
 from mapper.kmers.fasta import CODE_ODD, CODE_SKIP
 from mapper.kmers.layout import encode_bins
+from mapper.kmers.workers import pool
 
 PIECE = 1 << 22      # bases per extraction task of the cpu backend
 PARSE_AHEAD = 2      # text blocks parsed ahead of the one being cut into pieces
-
-_POOL = None
-
-
-def set_threads(n):
-    """`-t`: host threads for the pool and the compiled kernels (0: every core this process may use)."""
-    global _POOL
-    host.set_threads(n)
-    if _POOL is not None:
-        _POOL.shutdown()
-        _POOL = None
-
-
-def pool():
-    """The process's thread pool (one worker per host thread, `-t`)."""
-    global _POOL
-    if _POOL is None:
-        _POOL = ThreadPoolExecutor(max_workers=host.threads(), thread_name_prefix="gkmap-kmers")
-    return _POOL
-
 
 def _done(value):
     future = Future()

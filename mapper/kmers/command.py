@@ -14,7 +14,7 @@ import os
 import sys
 
 from mapper.errors import UsageError
-from mapper.kmers import backend, text
+from mapper.kmers import backend, text, workers
 from mapper.kmers.counter import count_kmers
 from mapper.kmers.encode import MAX_K
 from mapper.kmers.store import KmerTable
@@ -85,7 +85,7 @@ def _count(args):
         raise UsageError(f"--tmp {args.tmp}: not a folder")
     if args.threads < 0:
         raise UsageError(f"-t must be 0 (every core) or more, got {args.threads}")
-    backend.set_threads(args.threads)
+    workers.set_threads(args.threads)
     make_backend, device = backend.select(args.device)
     memory = make_backend.default_memory() if args.memory is None else int(args.memory * 2 ** 30)
     stats = count_kmers(args.inputs, args.output, args.k, args.canonical, args.min_count, make_backend, memory, tmp)

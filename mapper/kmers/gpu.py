@@ -29,10 +29,10 @@ import time
 import numpy as np
 
 from mapper.device import layer as cuda
-from mapper.kmers.backend import pool
 from mapper.kmers.binning import bin_bits, shift_of
 from mapper.kmers.fasta import CODE_ODD, CODE_SKIP, general_codes
 from mapper.kmers.layout import STAGES, encode_table
+from mapper.kmers.workers import pool
 
 log = logging.getLogger("gkmap")
 

@@ -18,11 +18,12 @@ separated by an N, so no k-mer spans two records, nor two files (a file's first 
   records in batches) into code blocks of about `block_bytes` bases: whole records joined by an N, a
   longer record cut into pieces that carry.
 
-Bytes come in through a `_Source`: an uncompressed file is read with os.preadv by several threads at once,
-each reading and counting the newlines of its own part of the buffer while the bytes are in its cache (the
-page cache gives one thread about 4.4 GB/s, eight about 20 GB/s on the H100 machine, where one thread's
-read and count of a FASTQ block ran at 1.5 GB/s in all); a compressed one through xopen (ISA-L
-decompresses in a thread of its own), its newlines counted by the same threads afterwards.
+Bytes come in through a source: with `parallel`, an uncompressed file is read with os.preadv by several
+threads at once (up to READ_THREADS of the pool, workers.py), each reading and counting the newlines of
+its own part of the buffer while the bytes are in its cache (the page cache gives one thread about
+4.4 GB/s, eight about 20 GB/s on the H100 machine, where one thread's read and count of a FASTQ block ran
+at 1.5 GB/s in all); a compressed one through xopen (ISA-L decompresses in a thread of its own), its
+newlines counted by the same threads afterwards. Without `parallel` the calling thread does it all.
 
 Each block's buffer comes from `allocate(size)`: by default a fresh numpy array (the cpu backend still holds a
 block's text while its pool parses it); the cuda backend passes its pinned buffer, which is reused for
@@ -35,8 +36,6 @@ k-mers (as for jellyfish).
 import contextlib
 import io
 import os
-import threading
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import dnaio
@@ -47,6 +46,7 @@ from mapper.device import host
 from mapper.errors import InputError
 from mapper.kmers.fasta import GENERAL_TABLE, NonAsciiError, fasta_codes
 from mapper.kmers.fastq import fastq_codes
+from mapper.kmers.workers import pool
 from mapper.reference import DECOMPRESSION_ERRORS, stream_error
 
 UNREADABLE = (UnicodeDecodeError, OSError, *DECOMPRESSION_ERRORS)  # a damaged gzip block, CRC or end included
@@ -138,19 +138,6 @@ def _newlines(array):
     return count
 
 
-_POOL = {}
-_POOL_LOCK = threading.Lock()
-
-
-def _pool():
-    """(the reading threads, how many): READ_THREADS at most and no more than `-t` (host.threads())."""
-    threads = max(1, min(READ_THREADS, host.threads()))
-    with _POOL_LOCK:
-        if threads not in _POOL:
-            _POOL[threads] = ThreadPoolExecutor(threads, thread_name_prefix="gkmap-read")
-        return _POOL[threads], threads
-
-
 def _spans(n, parts):
     """Up to `parts` consecutive spans that cover [0, n), made of whole COUNT_PIECEs but the last."""
     pieces = -(-n // COUNT_PIECE)
@@ -163,8 +150,8 @@ def _split(work, n, parallel):
     in this thread."""
     if not parallel:
         return [work(0, n)]
-    pool, threads = _pool()
-    return list(pool.map(lambda span: work(*span), _spans(n, threads)))
+    threads = max(1, min(READ_THREADS, host.threads()))
+    return list(pool().map(lambda span: work(*span), _spans(n, threads)))
 
 
 def _count_newlines(array, parallel):

@@ -37,9 +37,9 @@ import numpy as np
 
 from mapper.errors import InputError
 from mapper.kmers import codec
-from mapper.kmers.backend import pool
 from mapper.kmers.binning import bin_bits
 from mapper.kmers.encode import MAX_K, KmerLayout
+from mapper.kmers.workers import pool
 
 MAGIC = b"GKMERTAB"
 VERSION = 1
