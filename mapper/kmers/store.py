@@ -35,6 +35,7 @@ except ImportError:
 
 import numpy as np
 
+from mapper.device import host
 from mapper.errors import InputError
 from mapper.kmers import codec
 from mapper.kmers.binning import bin_bits
@@ -199,14 +200,19 @@ class KmerTable:
     def bins(self):
         return len(self.entries)
 
-    def read_bin(self, b):
-        """(keys uint64 [C, n] sorted, counts uint64 [n]) of bin b."""
+    def _bin_data(self, b):
+        """The bytes of bin b, checked against its CRC-32; (data, count_bytes, n)."""
         offset, n, count_bytes, key_bytes, crc = self.entries[b]
-        if n == 0:
-            return np.empty((self.layout.channels, 0), dtype=np.uint64), np.empty(0, dtype=np.uint64)
         data = os.pread(self.file.fileno(), count_bytes + key_bytes, offset)  # threads may read bins at once
         if len(data) != count_bytes + key_bytes or crc32(data) != crc or count_bytes % 8:
             self._fail(f"bin {b} is truncated or corrupt (checksum mismatch)")
+        return data, count_bytes, n
+
+    def read_bin(self, b):
+        """(keys uint64 [C, n] sorted, counts uint64 [n]) of bin b."""
+        if self.entries[b][1] == 0:
+            return np.empty((self.layout.channels, 0), dtype=np.uint64), np.empty(0, dtype=np.uint64)
+        data, count_bytes, n = self._bin_data(b)
         try:
             counts = codec.decode_counts(np.frombuffer(data, dtype="<u8", count=count_bytes // 8), n)
             keys = codec.decode_keys(np.frombuffer(data, dtype=np.uint8, offset=count_bytes),
@@ -215,11 +221,34 @@ class KmerTable:
             self._fail(f"bin {b}: {e}")
         return keys, counts
 
+    def read_counts(self, b):
+        """counts uint64 [n] of bin b (its k-mers not decoded: a histogram needs only these)."""
+        if self.entries[b][1] == 0:
+            return np.empty(0, dtype=np.uint64)
+        data, count_bytes, n = self._bin_data(b)
+        try:
+            return codec.decode_counts(np.frombuffer(data, dtype="<u8", count=count_bytes // 8), n)
+        except codec.CodecError as e:
+            self._fail(f"bin {b}: {e}")
+
     def __iter__(self):
         """(keys, counts) of every non-empty bin, in order."""
         for b, entry in enumerate(self.entries):
             if entry[1]:
                 yield self.read_bin(b)
+
+    def map_bins(self, work):
+        """work(b) of every non-empty bin b, in bin order, computed by the thread pool (workers.py) a few bins
+        ahead: decoding is numpy's, which leaves the GIL for the most part, and bins are independent. At
+        most one bin per worker, and one more, is in flight."""
+        ahead = deque()
+        for b, entry in enumerate(self.entries):
+            if entry[1]:
+                ahead.append(pool().submit(work, b))
+                if len(ahead) > host.threads():  # the pool's workers
+                    yield ahead.popleft().result()
+        while ahead:
+            yield ahead.popleft().result()
 
     def close(self):
         self.file.close()

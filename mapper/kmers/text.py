@@ -44,24 +44,32 @@ def dump_lines(keys, counts, layout):
 
 
 def dump(table, out, min_count=1):
-    """Write every k-mer of `table` with count >= min_count to the binary stream `out`."""
-    for keys, counts in table:
+    """Write every k-mer of `table` with count >= min_count to the binary stream `out`, the bins' lines made
+    by the thread pool (KmerTable.map_bins) and written in order."""
+    def bin_lines(b):
+        keys, counts = table.read_bin(b)
         if min_count > 1:
             keep = counts >= np.uint64(min_count)
             keys, counts = keys[:, keep], counts[keep]
-        for lo in range(0, len(counts), DUMP_SLICE):
-            out.write(dump_lines(keys[:, lo:lo + DUMP_SLICE], counts[lo:lo + DUMP_SLICE], table.layout))
+        return [dump_lines(keys[:, lo:lo + DUMP_SLICE], counts[lo:lo + DUMP_SLICE], table.layout)
+                for lo in range(0, len(counts), DUMP_SLICE)]
+
+    for lines in table.map_bins(bin_lines):
+        out.writelines(lines)
 
 
 def histogram_lines(table, low=1, high=10000, increment=1, full=False):
     """str: `jellyfish histo` output for `table` (see the module docstring); needs high >= low."""
     base = low - increment if low > increment else 0
     buckets = (high + 2 * increment - base) // increment
-    histogram = np.zeros(buckets, dtype=np.int64)
-    for _, counts in table:
-        counts = counts.astype(np.int64)
+    def bin_histogram(b):
+        counts = table.read_counts(b).astype(np.int64)
         index = np.where(counts < base, 0, np.minimum((counts - base) // increment, buckets - 1))
-        histogram += np.bincount(index, minlength=buckets)
+        return np.bincount(index, minlength=buckets)
+
+    histogram = np.zeros(buckets, dtype=np.int64)
+    for part in table.map_bins(bin_histogram):
+        histogram += part
     shown = np.arange(buckets) if full else np.flatnonzero(histogram)
     return "".join(f"{base + i * increment} {histogram[i]}\n" for i in shown)
 

@@ -281,6 +281,8 @@ def test_corrupt_table_is_detected(tmp_path, capsys, edge_fasta):
     table.write_bytes(bytes(data))
     assert main(["kmers", "dump", "-o", str(tmp_path / "d.txt"), str(table)]) == 1
     assert "checksum mismatch" in capsys.readouterr().err
+    assert main(["kmers", "histo", str(table)]) == 1  # the counts alone are read there, checked the same
+    assert "checksum mismatch" in capsys.readouterr().err
 
 
 def test_memory_budget_default_and_given(tmp_path, capsys):
