@@ -224,3 +224,56 @@ extern "C" __global__ void bin_marks(const u32 *starts, const u32 *block_first, 
     for (u32 c = 0; c < channels; ++c)
         pos_at[(size_t)c * (bins + 1) + b] = positions[(size_t)c * (n + 1) + starts[b]];
 }
+
+/* ---------------------------------------------------------------------------------------------------------
+ * vlq_decode: a bin's k-mer stream back to its keys (codec.decode_keys' contract), one thread per stream:
+ * thread s decodes the stream of bytes[starts[s] .. starts[s+1]) into n[s] keys at keys + key_at[s]
+ * (channel-major, stride n[s]). The values come channel after channel, each 7 bits a byte, least significant
+ * first, the high bit set on all bytes of a value but its last. Channel c's value i is key_c[i] - key_c[i-1]
+ * where keys i-1 and i are equal on channels 0..c-1 (channel 0: every key but the bin's first), else
+ * key_c[i] itself; `same` (scratch, a byte for each item of `keys`, the stream's at key_at[s]) holds, between
+ * channels, whether keys i-1 and i are equal on the channels decoded so far. A stream that ends inside a value or holds more bytes than
+ * its values sets errors[s] = 1; a value longer than 10 bytes sets 2. Sequential within a stream: streams
+ * (bins) are the parallel unit (the cpu decodes a bin a pool task; mapper/kmers/layout.py decode_keys).
+ * ------------------------------------------------------------------------------------------------------- */
+
+extern "C" __global__ void vlq_decode(const u8 *bytes, const u64 *starts, const u32 *n, const u64 *key_at,
+                                      u32 streams, u32 channels, u8 *same, u64 *keys, u32 *errors)
+{
+    u32 s = blockIdx.x * BLOCK + threadIdx.x;
+    if (s >= streams)
+        return;
+    u64 at = starts[s], end = starts[s + 1];
+    u32 count = n[s];
+    u64 *out = keys + key_at[s];
+    u8 *equal = same + key_at[s];
+    errors[s] = 0;
+    for (u32 c = 0; c < channels; ++c) {
+        u64 *key = out + (size_t)c * count;
+        for (u32 i = 0; i < count; ++i) {
+            u64 value = 0;
+            u32 shift = 0;
+            u8 byte;
+            do {
+                if (at >= end) {
+                    errors[s] = 1;
+                    return;
+                }
+                if (shift > 63) {
+                    errors[s] = 2;
+                    return;
+                }
+                byte = bytes[at++];
+                value |= (u64)(byte & 0x7F) << shift;
+                shift += 7;
+            } while (byte & 0x80);
+            bool restart = i == 0 || (c > 0 && !equal[i]);
+            key[i] = restart ? value : key[i - 1] + value;
+        }
+        if (c + 1 < channels)
+            for (u32 i = 0; i < count; ++i)
+                equal[i] = i > 0 && (c == 0 || equal[i]) && key[i] == key[i - 1];
+    }
+    if (at != end)
+        errors[s] = 1;
+}

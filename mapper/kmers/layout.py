@@ -18,6 +18,7 @@ import numpy as np
 
 from mapper.device import host
 from mapper.device.cuda import BLOCK
+from mapper.kmers import codec
 from mapper.kmers.binning import bin_bits, shift_of
 
 S8B_BLOCK = 60
@@ -108,6 +109,26 @@ def encode_table(kn, keys, counts, u, C, k):
         return EncodedTable.empty(2 ** bin_bits(k))
     n_b, count_bytes, key_bytes, total, out, sizes = _encode(kn, keys, counts, u, C, k)
     return EncodedTable(n_b, count_bytes, key_bytes, total, _groups(kn, out, sizes), STAGES)
+
+
+def decode_keys(data, channels, count):
+    """codec.decode_keys (VLQ bytes -> keys uint64 [channels, count]) by kernels/kmer_codec.cu's vlq_decode
+    compiled for the host: one pass over the bytes in C++, where numpy's decoder makes a dozen passes
+    (6 M k-mers/s a thread on the development machine). numpy's where no compiler is. Raises
+    codec.CodecError for a stream that does not hold the keys."""
+    if not host.available():
+        return codec.decode_keys(data, channels, count)
+    data = np.frombuffer(data, dtype=np.uint8)
+    keys = np.empty(channels * count, dtype=np.uint64)
+    errors = np.zeros(1, dtype=np.uint32)
+    host.launch(host.function("kmer_codec.cu", "vlq_decode", BLOCK=BLOCK), 1, data,
+                np.array([0, len(data)], dtype=np.uint64), np.array([count], dtype=np.uint32),
+                np.zeros(1, dtype=np.uint64), 1, channels, np.empty(max(channels * count, 1), dtype=np.uint8),
+                keys, errors, workers=1)
+    if errors[0]:
+        raise codec.CodecError(f"VLQ stream does not hold {channels * count} values" if errors[0] == 1
+                               else "VLQ value longer than 10 bytes")
+    return keys.reshape(channels, count)
 
 
 def encode_bins(bins, C, k, parallel_map):

@@ -215,16 +215,18 @@ class _StreamSource:
         return filled, _count_newlines(array[:filled], self.parallel) if count else 0
 
 
-COMPRESSED = (b"\x1f\x8b", b"BZh", b"\xfd7zXZ\x00", b"\x28\xb5\x2f\xfd")  # gzip, bzip2, xz, zstd: for xopen
+COMPRESSED = (b"\x1f\x8b", b"BZh", b"\xfd7zXZ\x00", b"\x28\xb5\x2f\xfd")  # gzip, bzip2, xz, zstd
+COMPRESSED_NAMES = (".gz", ".bz2", ".xz", ".zst")
 
 
 @contextlib.contextmanager
 def _source(path, parallel):
-    """The source of a file: xopen's stream for a compressed file (told by its first bytes, as xopen
-    tells them), else the file itself; `parallel`: read and count with the reading threads."""
+    """The source of a file: xopen's stream for a file that is compressed by its first bytes or by its name
+    (xopen goes by the name first: a plain file named .gz is its error, as everywhere else that reads it),
+    else the file itself; `parallel`: read and count with the reading threads."""
     fd = os.open(path, os.O_RDONLY)
     try:
-        if os.pread(fd, 6, 0).startswith(COMPRESSED):
+        if path.endswith(COMPRESSED_NAMES) or os.pread(fd, 6, 0).startswith(COMPRESSED):
             with xopen(path, "rb") as file:
                 yield _StreamSource(file, parallel)
         else:

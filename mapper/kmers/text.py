@@ -13,9 +13,10 @@ query: `KMER<TAB>COUNT` per k-mer asked (0 when absent), the k-mer upper-cased a
 import numpy as np
 
 from mapper.kmers.binning import bin_of
-from mapper.kmers.encode import canonical_keys, keys_from_strings, keys_to_codes
+from mapper.kmers.encode import BASES_PER_WORD, canonical_keys, keys_from_strings
 
-ASCII_BASES = np.frombuffer(b"ACGT", dtype=np.uint8)
+# the four bases of each byte of a key, most significant first, as ASCII: QUADS[byte] = 4 letters
+QUADS = np.frombuffer(b"ACGT", dtype=np.uint8)[(np.arange(256)[:, None] >> np.array([6, 4, 2, 0])) & 3]
 DUMP_SLICE = 1 << 16
 POWERS_OF_TEN = 10 ** np.arange(20, dtype=np.uint64)
 
@@ -28,13 +29,25 @@ def _digits(counts):
     return digits.astype(np.uint8) + ord("0"), ndigits
 
 
+def _letters(keys, layout):
+    """uint8 [n, k]: the k-mers of keys uint64 [C, n] as ASCII letters, a byte of a key (four bases) at a time
+    through QUADS (a third of the time of the bases one by one: their shifted copies are 8 bytes a base)."""
+    n = keys.shape[1]
+    letters = np.empty((n, layout.k), dtype=np.uint8)
+    for c in range(layout.channels):
+        width = layout.bases(c)  # in the low 2 * width bits, most significant base first
+        quads = QUADS[np.ascontiguousarray(keys[c]).byteswap().view(np.uint8).reshape(n, 8)].reshape(n, 32)
+        letters[:, BASES_PER_WORD * c:BASES_PER_WORD * c + width] = quads[:, 32 - width:]
+    return letters
+
+
 def dump_lines(keys, counts, layout):
     """bytes: the `KMER<TAB>COUNT\\n` lines of keys uint64 [C, n] and counts uint64 [n]."""
     k = layout.k
     digits, ndigits = _digits(counts)
     width = digits.shape[1]
     lines = np.empty((len(counts), k + width + 2), dtype=np.uint8)
-    lines[:, :k] = ASCII_BASES[keys_to_codes(keys, layout)]
+    lines[:, :k] = _letters(keys, layout)
     lines[:, k] = ord("\t")
     lines[:, k + 1:k + 1 + width] = digits
     lines[:, -1] = ord("\n")

@@ -259,6 +259,7 @@ def test_bad_input_is_one_line_error_and_leaves_nothing(shigella_head, tmp_path,
     (["count", "-k", "257", "-o", "{tmp}/t", "{tmp}/x.fa"], 2, "-k must be between 1 and 256"),
     (["count", "-k", "5", "-o", "{tmp}/t", "{tmp}/missing.fa"], 1, "missing.fa: no such file"),
     (["count", "-k", "5", "-o", "{tmp}/t", "{tmp}/junk.txt"], 1, "neither FASTA nor FASTQ"),
+    (["count", "-k", "5", "-o", "{tmp}/t", "{tmp}/plain.fa.gz"], 1, "plain.fa.gz: corrupt compressed data"),
     (["dump", "{tmp}/x.fa"], 1, "not a gkmap k-mer table"),
     (["query", "{tmp}/t5", "ACGTN"], 2, "'ACGTN' is not a k-mer of 5 bases"),
     (["query", "{tmp}/t5", "ACG"], 2, "'ACG' is not a k-mer of 5 bases"),
@@ -267,6 +268,7 @@ def test_bad_input_is_one_line_error_and_leaves_nothing(shigella_head, tmp_path,
 def test_errors_name_the_problem(tmp_path, capsys, args, code, message):
     (tmp_path / "x.fa").write_text(">a\nACGTACGTAC\n")
     (tmp_path / "junk.txt").write_text("hello\n")
+    (tmp_path / "plain.fa.gz").write_text(">a\nACGTACGT\n")  # named as gzip, plain inside: an error, as xopen gives
     assert main(["kmers", "count", "-k", "5", "-o", str(tmp_path / "t5"), str(tmp_path / "x.fa")]) == 0
     capsys.readouterr()
     assert main(["kmers", *[a.format(tmp=tmp_path) for a in args]]) == code

@@ -129,6 +129,12 @@ def test_dump_lines_match_string_formatting():
     counts = np.maximum(counts, np.uint64(1))
     expected = "".join(f"{s}\t{c}\n" for s, c in zip(as_strings(keys, layout), counts.tolist()))
     assert dump_lines(keys, counts, layout).decode() == expected
+    for k in (1, 3, 4, 5, 31, 32, 33, 64, 65, 130):  # channels and their last one of every width mod 4
+        strings = sorted({"".join(rng.choice(list("ACGT"), k)) for _ in range(300)})
+        layout = KmerLayout(k)
+        keys = keys_from_strings(strings, layout)
+        counts = np.arange(1, len(strings) + 1, dtype=np.uint64)
+        assert dump_lines(keys, counts, layout).decode() == "".join(f"{s}\t{c}\n" for s, c in zip(strings, range(1, 400)))
 
 
 def dnaio_codes(text):
@@ -293,7 +299,8 @@ def test_blocks_into_one_reused_buffer_plain_and_gzip(tmp_path, monkeypatch):
 
     def reuse(size):
         if not allocations or len(allocations[-1]) < size:
-            allocations.append(np.full(size, 0xA5, np.uint8))
+            allocations.append(np.empty(size, np.uint8))
+        allocations[-1].fill(0xA5)  # what the block before left is gone
         return allocations[-1]
     for block_bytes, parallel in ((40, True), (333, True), (1 << 20, True), (333, False)):
         for name in ("x.fq", "x.fq.gz"):
@@ -328,6 +335,29 @@ def test_plain_read_stops_at_the_first_short_span(tmp_path, monkeypatch):
         assert reading._PlainSource(fd, True).fill(array, True) == (101, 28)
     finally:
         os.close(fd)
+
+
+def test_compiled_key_decoder_equals_numpy():
+    """layout.decode_keys (kernels/kmer_codec.cu's vlq_decode on the host) against codec.decode_keys: one to
+    three channels, channel-0 prefixes shared by many keys, values of 10 VLQ bytes, empty and one-key
+    streams; and the same CodecError for a stream cut short, one with a byte too many, and a value of 11
+    bytes."""
+    from mapper.kmers import layout
+    rng = np.random.default_rng(21)
+    for channels in (1, 2, 3):
+        for n in (0, 1, 2, 777, 50_000):
+            keys = rng.integers(0, 2 ** 64 - 1, (channels, n), dtype=np.uint64, endpoint=True)
+            if channels > 1:
+                keys[0] = rng.integers(0, 40, n).astype(np.uint64)  # many keys share channel 0
+            keys, _ = sort_count(keys)
+            data = codec.encode_keys(keys)
+            got = layout.decode_keys(data, channels, keys.shape[1])
+            assert np.array_equal(got, keys) and np.array_equal(got, codec.decode_keys(data, channels, keys.shape[1]))
+    data = codec.encode_keys(np.arange(1, 100, dtype=np.uint64)[None, :]).tobytes()
+    for bad, count in ((data[:-1], 99), (data + b"\x01", 99), (b"\xff" * 10 + b"\x01", 1)):
+        for decode in (codec.decode_keys, layout.decode_keys):
+            with pytest.raises(codec.CodecError):
+                decode(np.frombuffer(bad, dtype=np.uint8), 1, count)
 
 
 def test_host_extraction_equals_numpy():
