@@ -373,3 +373,32 @@ def test_host_extraction_equals_numpy():
         layout = KmerLayout(k)
         for canonical in (False, True):
             assert np.array_equal(HostExtractor(layout, canonical)(codes), extract(codes, layout, canonical))
+
+
+def test_write_table_waits_for_its_writes_when_a_piece_fails(tmp_path, monkeypatch):
+    """A piece that raises (a GPU error, a corrupt spilled bin) after others were queued: write_table
+    returns its error only once every queued bin write is done, so none can land in a file that later
+    reuses the descriptor."""
+    import time
+
+    from mapper.kmers import store
+    from mapper.kmers.binning import bin_bits
+    from mapper.kmers.layout import EncodedTable
+    done = []
+
+    def slow_write(fd, offset, parts):
+        time.sleep(0.02)
+        done.append(offset)
+        return 0
+    monkeypatch.setattr(store, "_write_bin", slow_write)
+    bins = 2 ** bin_bits(5)
+    n = np.zeros(bins, dtype=np.int64)
+    n[:20] = 1
+    sizes = np.where(n > 0, 8, 0)
+
+    def pieces():
+        yield EncodedTable(n, sizes, sizes * 0, 20, [(0, [(b"12345678",)] * 20)])
+        raise RuntimeError("the next piece failed")
+    with pytest.raises(RuntimeError, match="next piece failed"):
+        store.write_table(tmp_path / "t", 5, False, 1, pieces())
+    assert len(done) == 20
