@@ -139,22 +139,31 @@ def encode_bins(bins, C, k, parallel_map):
     of fresh pages for 52 M distinct 31-mers, whose page faults cost more than the encoding (2-core
     development machine, 1 M reads: encoding 1.9-2.3 s). A bin's arrays are a few MB, reused by the
     allocator from one bin to the next."""
-    codec = HostCodec(lambda fn, items: list(map(fn, items)), workers=1)
-
     def one(b):
         keys, counts = bins[b]
         bins[b] = None
-        u = len(counts)
-        if u == 0:
-            return 0, 0, 0, 0, np.empty(0, np.uint8)
-        keys = np.ascontiguousarray(keys).reshape(-1).view(np.uint8)
-        n_b, count_bytes, key_bytes, total, out, _ = _encode(codec, keys, np.ascontiguousarray(counts).view(np.uint8),
-                                                             u, C, k)
-        return n_b[b], count_bytes[b], key_bytes[b], total, out[:count_bytes[b] + key_bytes[b]]
+        return (len(counts), *encode_bin(keys, counts, C, k))
 
     done = list(parallel_map(one, range(len(bins))))
     column = lambda i: np.array([d[i] for d in done], dtype=np.int64)
     return EncodedTable(column(0), column(1), column(2), sum(d[3] for d in done), [(0, [(d[4],) for d in done])])
+
+
+_BIN_CODEC = HostCodec(lambda fn, items: list(map(fn, items)), workers=1)  # one thread: a bin is one task
+
+
+def encode_bin(keys, counts, C, k):
+    """(count bytes, k-mer bytes, sum of the counts, the bin's data uint8) of one bin's keys uint64 [C, u]
+    (sorted, distinct, all in one bin) and counts uint64 [u], by the kernels on the calling thread: the
+    bytes of codec.encode_counts and codec.encode_keys, one pass each in C++ instead of numpy's dozen."""
+    u = len(counts)
+    if u == 0:
+        return 0, 0, 0, np.empty(0, np.uint8)
+    keys = np.ascontiguousarray(keys, dtype=np.uint64).reshape(-1).view(np.uint8)
+    counts = np.ascontiguousarray(counts, dtype=np.uint64).view(np.uint8)
+    n_b, count_bytes, key_bytes, total, out, _ = _encode(_BIN_CODEC, keys, counts, u, C, k)
+    b = int(np.flatnonzero(n_b)[0])
+    return int(count_bytes[b]), int(key_bytes[b]), total, out[:count_bytes[b] + key_bytes[b]]
 
 
 def _encode(kn, keys, counts, u, C, k):

@@ -13,14 +13,17 @@ with their counts as weights (count.sort_count), which is the multiway merge.
 import numpy as np
 
 from mapper.kmers.binning import bin_bits
+from mapper.kmers.workers import in_order
 
 
 def merge_runs(runs, writer, k, sort_count, min_count=1):
-    """Write the merge of `runs` to `writer`, bin by bin; sort_count is the backend's (count.py)."""
-    for b in range(2 ** bin_bits(k)):
+    """Write the merge of `runs` to `writer`, bin by bin; sort_count is the backend's (count.py). Each bin is
+    read and merged by a task of the thread pool, a few bins ahead (workers.in_order), and written in
+    order: the bins are independent, and their reads, decoding and sorts leave the GIL."""
+    def merged(b):
         parts = [part for part in (run.read_bin(b) for run in runs) if len(part[1])]
         if not parts:
-            continue
+            return None
         if len(parts) == 1:
             keys, counts = parts[0]
         else:
@@ -29,4 +32,9 @@ def merge_runs(runs, writer, k, sort_count, min_count=1):
         if min_count > 1:
             keep = counts >= np.uint64(min_count)
             keys, counts = keys[:, keep], counts[keep]
-        writer.write_bin(b, keys, counts)
+        return keys, counts
+
+    bins = range(2 ** bin_bits(k))
+    for b, result in zip(bins, in_order(merged, bins)):
+        if result is not None:
+            writer.write_bin(b, *result)

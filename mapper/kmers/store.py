@@ -41,8 +41,8 @@ from mapper.errors import InputError
 from mapper.kmers import codec
 from mapper.kmers.binning import bin_bits
 from mapper.kmers.encode import MAX_K, KmerLayout
-from mapper.kmers.layout import decode_keys
-from mapper.kmers.workers import pool
+from mapper.kmers.layout import decode_keys, encode_bin
+from mapper.kmers.workers import in_order, pool
 
 MAGIC = b"GKMERTAB"
 VERSION = 1
@@ -64,9 +64,13 @@ class TableWriter:
         self.file.seek(HEADER.size + ENTRY.size * len(self.entries))
 
     def write_bin(self, b, keys, counts):
-        """Store bin b: keys uint64 [C, n] sorted and distinct, counts uint64 [n]."""
+        """Store bin b: keys uint64 [C, n] sorted and distinct, counts uint64 [n]; encoded by the compiled
+        codec (layout.encode_bin), or numpy's where there is no compiler."""
         if not len(counts):
             return self.write_encoded(b, 0, (), 0, 0)
+        if host.available():
+            count_bytes, _, total, data = encode_bin(keys, counts, keys.shape[0], self.k)
+            return self.write_encoded(b, len(counts), (data,), count_bytes, total)
         count_data = codec.encode_counts(counts).astype("<u8").tobytes()
         key_data = codec.encode_keys(keys).tobytes()
         self.write_encoded(b, len(counts), (count_data, key_data), len(count_data),
@@ -242,17 +246,10 @@ class KmerTable:
                 yield self.read_bin(b)
 
     def map_bins(self, work):
-        """work(b) of every non-empty bin b, in bin order, computed by the thread pool (workers.py) a few bins
-        ahead: decoding is numpy's, which leaves the GIL for the most part, and bins are independent. At
-        most one bin per worker, and one more, is in flight."""
-        ahead = deque()
-        for b, entry in enumerate(self.entries):
-            if entry[1]:
-                ahead.append(pool().submit(work, b))
-                if len(ahead) > host.threads():  # the pool's workers
-                    yield ahead.popleft().result()
-        while ahead:
-            yield ahead.popleft().result()
+        """work(b) of every non-empty bin b, in bin order, computed by the thread pool a few bins ahead
+        (workers.in_order): decoding is the compiled kernel's and numpy's, which leave the GIL, and bins are
+        independent."""
+        return in_order(work, [b for b, entry in enumerate(self.entries) if entry[1]])
 
     def close(self):
         self.file.close()

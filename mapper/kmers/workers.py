@@ -5,6 +5,7 @@ extraction and per-bin sorts (backend.py), the reading threads of a plain file (
 bin writes and checksums (store.py), the decoding of spilled bins for the GPU's merge (gpu.py). numpy,
 the compiled kernels, preadv/pwrite and ISA-L's CRC release the GIL, so the workers run side by side.
 """
+from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 
 from mapper.device import host
@@ -27,3 +28,16 @@ def pool():
     if _POOL is None:
         _POOL = ThreadPoolExecutor(max_workers=host.threads(), thread_name_prefix="gkmap-kmers")
     return _POOL
+
+
+def in_order(work, items):
+    """work(item) for each item, yielded in order, computed by the pool a few items ahead: at most one item
+    per worker and one more in flight, so memory stays bounded by what that many results take. `work`
+    must not wait for the pool itself."""
+    ahead = deque()
+    for item in items:
+        ahead.append(pool().submit(work, item))
+        if len(ahead) > host.threads():  # the pool's workers
+            yield ahead.popleft().result()
+    while ahead:
+        yield ahead.popleft().result()

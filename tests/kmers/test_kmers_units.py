@@ -402,3 +402,31 @@ def test_write_table_waits_for_its_writes_when_a_piece_fails(tmp_path, monkeypat
     with pytest.raises(RuntimeError, match="next piece failed"):
         store.write_table(tmp_path / "t", 5, False, 1, pieces())
     assert len(done) == 20
+
+
+def test_table_bytes_the_same_with_and_without_a_compiler(tmp_path, monkeypatch):
+    """TableWriter.write_bin and KmerTable.read_bin take the compiled codec (kernels/kmer_codec.cu on the
+    host) where g++ is, numpy's where it is not: the same file, the same keys and counts read back."""
+    from mapper.device import host
+    from mapper.kmers import store
+    from mapper.kmers.binning import bin_of
+    rng = np.random.default_rng(17)
+    for k in (21, 40):
+        lay = KmerLayout(k)
+        keys = keys_from_strings(["".join(rng.choice(list("ACGT"), k)) for _ in range(3000)], lay)
+        keys, _ = sort_count(keys)
+        counts = rng.integers(1, 2 ** 40, keys.shape[1], dtype=np.uint64)
+        bins = bin_of(keys, k)
+        paths = []
+        for compiled in (True, False):
+            monkeypatch.setattr(host, "available", lambda: compiled)
+            path = tmp_path / f"t{k}{compiled}.kmers"
+            with store.TableWriter(path, k, False) as writer:
+                for b in np.unique(bins):
+                    writer.write_bin(int(b), keys[:, bins == b], counts[bins == b])
+            paths.append(path)
+            with store.KmerTable(path) as table:
+                got = list(table)
+            assert np.array_equal(np.concatenate([g[0] for g in got], axis=1), keys)
+            assert np.array_equal(np.concatenate([g[1] for g in got]), counts)
+        assert paths[0].read_bytes() == paths[1].read_bytes()
