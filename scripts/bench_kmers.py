@@ -4,7 +4,9 @@ are installed), side by side on the same machine and the same input, in one run.
 
 Inputs: the genomes below (uncompressed), and with --reads simulated read sets of 100 bp chr20 reads of the
 given sizes in Gbp (1 and 10 in issue #23), made by scripts/simulate_reads.py (the project's read model, seed
-11 + chunk) in chunks of 1 M reads, one process per core, once into --workdir; --formats says whether the
+11 + chunk) in chunks of 1 M reads, one process per core, once into --workdir; --proxy-reads makes such sets
+from the genome-scale proxy instead (scripts/genome_proxy.py, --proxy-gbp Gbp, its repeats included; each
+process holds the proxy, about 3 GB at 3.1 Gbp); --formats says whether the
 plain FASTQ, its gzip (level 1, by isal) or both are counted. KMC counts canonical k-mers only, so it runs
 only with --canonical; jellyfish reads a gzip file through a generator (`zcat`), as its manual says.
 Every row says its ratio to KMC's time on the same input (x KMC: below 1 is faster than KMC).
@@ -73,10 +75,22 @@ READ_LENGTH = 100
 CHUNK_READS = 1_000_000
 
 
-def simulated_reads(gbp, workdir, gzipped):
-    """A FASTQ of `gbp` Gbp of 100 bp chr20 reads (and its gzip), made once in workdir: chunks of 1 M reads
-    by scripts/simulate_reads.py, seed 11 + chunk, in parallel processes, concatenated in chunk order."""
-    out = Path(workdir) / f"chr20_reads_{gbp:g}gbp.fq"
+def proxy_genome(gbp, workdir):
+    """The genome-scale proxy of `gbp` Gbp (scripts/genome_proxy.py, recipe human, seed 11), made once in
+    workdir."""
+    out = Path(workdir) / f"proxy_{gbp:g}gbp.fa"
+    if not out.exists():
+        subprocess.run([sys.executable, str(ROOT / "scripts" / "genome_proxy.py"), str(out), "--gbp", f"{gbp:g}",
+                        "--quiet"], check=True)
+    return out
+
+
+def simulated_reads(gbp, workdir, gzipped, genome=None, label="chr20"):
+    """A FASTQ of `gbp` Gbp of 100 bp reads of `genome` (chr20 by default; named by `label`) and its gzip,
+    made once in workdir: chunks of 1 M reads by scripts/simulate_reads.py, seed 11 + chunk, in parallel
+    processes (each holds the genome: about a byte a base), concatenated in chunk order."""
+    genome = genome or INPUTS["chr20"]
+    out = Path(workdir) / f"{label}_reads_{gbp:g}gbp.fq"
     if not out.exists():
         reads = int(round(gbp * 1e9 / READ_LENGTH))
         sizes = [min(CHUNK_READS, reads - start) for start in range(0, reads, CHUNK_READS)]
@@ -84,7 +98,7 @@ def simulated_reads(gbp, workdir, gzipped):
         script = ROOT / "scripts" / "simulate_reads.py"
 
         def simulate(i):
-            subprocess.run([sys.executable, str(script), str(INPUTS["chr20"]), str(sizes[i]), str(READ_LENGTH),
+            subprocess.run([sys.executable, str(script), str(genome), str(sizes[i]), str(READ_LENGTH),
                             "--seed", str(11 + i), "-o", str(names[i])], check=True)
         with concurrent.futures.ThreadPoolExecutor(os.cpu_count()) as workers:
             list(workers.map(simulate, range(len(sizes))))
@@ -195,6 +209,9 @@ def main():
     parser.add_argument("--inputs", nargs="*", choices=list(INPUTS), default=["chr20", "honeybee"])
     parser.add_argument("--reads", nargs="*", type=float, default=[], metavar="GBP",
                         help="simulated chr20 read sets of these sizes (Gbp of 100 bp reads)")
+    parser.add_argument("--proxy-reads", nargs="*", type=float, default=[], metavar="GBP",
+                        help="read sets of these sizes simulated from the genome-scale proxy (its repeats)")
+    parser.add_argument("--proxy-gbp", type=float, default=3.1, help="the proxy's size (scripts/genome_proxy.py)")
     parser.add_argument("--formats", nargs="+", choices=["plain", "gz"], default=["plain"],
                         help="for the read sets: plain FASTQ, gzip, or both")
     parser.add_argument("-k", nargs="+", type=int, default=[28, 31, 40, 65])
@@ -224,6 +241,11 @@ def main():
             for fmt in args.formats:
                 inputs.append((f"chr20 reads {gbp:g} Gbp{' gz' if fmt == 'gz' else ''}",
                                simulated_reads(gbp, workdir, fmt == "gz")))
+        for gbp in args.proxy_reads:
+            proxy = proxy_genome(args.proxy_gbp, workdir)
+            for fmt in args.formats:
+                inputs.append((f"proxy {args.proxy_gbp:g} Gbp reads {gbp:g} Gbp{' gz' if fmt == 'gz' else ''}",
+                               simulated_reads(gbp, workdir, fmt == "gz", proxy, f"proxy{args.proxy_gbp:g}")))
         rows(inputs, args.k, tools, args, workdir)
         if args.kernels and "gkmap-cuda" in tools:
             print("\n| input | k | k-mers | sort+RLE ms | G k-mers/s | encode ms |\n|---|---|---|---|---|---|")
