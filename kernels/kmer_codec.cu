@@ -277,3 +277,51 @@ extern "C" __global__ void vlq_decode(const u8 *bytes, const u64 *starts, const 
     if (at != end)
         errors[s] = 1;
 }
+
+/* ---------------------------------------------------------------------------------------------------------
+ * dump_sizes / dump_write: `gkmap kmers dump`'s text of n k-mers, a line each: the k letters, a tab, the
+ * count in decimal, a newline (mapper/kmers/text.py dump_lines is the numpy twin). Keys are channel-major
+ * (stride n); channel c holds min(32, k - 32 c) bases in its low bits, the first base most significant.
+ * dump_sizes: thread i < n writes line i's length to sizes[i], thread n writes sizes[n] = 0; the host's
+ * exclusive scan of those n + 1 values places the lines. dump_write: thread i writes line i at out + at[i].
+ * ------------------------------------------------------------------------------------------------------- */
+
+__device__ __forceinline__ u32 decimal_digits(u64 v)
+{
+    u32 digits = 1;
+    while (v >= 10) {
+        v /= 10;
+        ++digits;
+    }
+    return digits;
+}
+
+extern "C" __global__ void dump_sizes(const u64 *counts, u32 n, u32 k, u64 *sizes)
+{
+    u32 i = blockIdx.x * BLOCK + threadIdx.x;
+    if (i > n)
+        return;
+    sizes[i] = i == n ? 0 : k + 2 + decimal_digits(counts[i]);
+}
+
+extern "C" __global__ void dump_write(const u64 *keys, const u64 *counts, const u64 *at, u32 n, u32 k, u8 *out)
+{
+    u32 i = blockIdx.x * BLOCK + threadIdx.x;
+    if (i >= n)
+        return;
+    u8 *p = out + at[i];
+    for (u32 c = 0; 32 * c < k; ++c) {
+        u32 width = k - 32 * c < 32 ? k - 32 * c : 32;
+        u64 key = keys[(size_t)c * n + i];
+        for (u32 j = 0; j < width; ++j)
+            *p++ = "ACGT"[(key >> (2 * (width - 1 - j))) & 3];
+    }
+    *p++ = '\t';
+    u64 count = counts[i];
+    u32 digits = decimal_digits(count);
+    for (u32 d = digits; d > 0; --d) {
+        p[d - 1] = (u8)('0' + count % 10);
+        count /= 10;
+    }
+    p[digits] = '\n';
+}

@@ -12,6 +12,8 @@ query: `KMER<TAB>COUNT` per k-mer asked (0 when absent), the k-mer upper-cased a
 """
 import numpy as np
 
+from mapper.device import host
+from mapper.device.cuda import BLOCK
 from mapper.kmers.binning import bin_of
 from mapper.kmers.encode import BASES_PER_WORD, canonical_keys, keys_from_strings
 
@@ -42,7 +44,26 @@ def _letters(keys, layout):
 
 
 def dump_lines(keys, counts, layout):
-    """bytes: the `KMER<TAB>COUNT\\n` lines of keys uint64 [C, n] and counts uint64 [n]."""
+    """bytes: the `KMER<TAB>COUNT\\n` lines of keys uint64 [C, n] and counts uint64 [n]: by kernels/kmer_codec.cu's
+    dump_sizes and dump_write compiled for the host (one pass over the k-mers, on the calling thread: dump
+    runs a bin a pool thread), or by numpy (numpy_lines) where there is no compiler."""
+    n = len(counts)
+    if not host.available() or n == 0:
+        return numpy_lines(keys, counts, layout)
+    keys = np.ascontiguousarray(keys, dtype=np.uint64)
+    counts = np.ascontiguousarray(counts, dtype=np.uint64)
+    sizes = np.empty(n + 1, dtype=np.uint64)
+    host.launch(host.function("kmer_codec.cu", "dump_sizes", BLOCK=BLOCK), n + 1, counts, n, layout.k, sizes,
+                workers=1)
+    at = np.cumsum(sizes, dtype=np.uint64) - sizes  # where each line starts; at[n] = the text's length
+    out = np.empty(int(at[n]), dtype=np.uint8)
+    host.launch(host.function("kmer_codec.cu", "dump_write", BLOCK=BLOCK), n, keys, counts, at, n, layout.k, out,
+                workers=1)
+    return out.tobytes()
+
+
+def numpy_lines(keys, counts, layout):
+    """dump_lines in numpy: the lines built as one byte matrix (no per-line Python formatting)."""
     k = layout.k
     digits, ndigits = _digits(counts)
     width = digits.shape[1]

@@ -10,7 +10,7 @@ from mapper.alphabet import ENCODE
 from mapper.kmers import codec
 from mapper.kmers.count import sort_count
 from mapper.kmers.encode import KmerLayout, extract, keys_from_strings, keys_to_codes
-from mapper.kmers.text import dump_lines
+from mapper.kmers.text import dump_lines, numpy_lines
 
 RC = str.maketrans("ACGT", "TGCA")
 
@@ -129,12 +129,15 @@ def test_dump_lines_match_string_formatting():
     counts = np.maximum(counts, np.uint64(1))
     expected = "".join(f"{s}\t{c}\n" for s, c in zip(as_strings(keys, layout), counts.tolist()))
     assert dump_lines(keys, counts, layout).decode() == expected
+    assert numpy_lines(keys, counts, layout).decode() == expected
     for k in (1, 3, 4, 5, 31, 32, 33, 64, 65, 130):  # channels and their last one of every width mod 4
         strings = sorted({"".join(rng.choice(list("ACGT"), k)) for _ in range(300)})
         layout = KmerLayout(k)
         keys = keys_from_strings(strings, layout)
         counts = np.arange(1, len(strings) + 1, dtype=np.uint64)
-        assert dump_lines(keys, counts, layout).decode() == "".join(f"{s}\t{c}\n" for s, c in zip(strings, range(1, 400)))
+        expected = "".join(f"{s}\t{c}\n" for s, c in zip(strings, range(1, 400)))
+        assert dump_lines(keys, counts, layout).decode() == expected  # the compiled kernels
+        assert numpy_lines(keys, counts, layout).decode() == expected  # numpy's, where there is no compiler
 
 
 def dnaio_codes(text):
