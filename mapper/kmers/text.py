@@ -1,7 +1,8 @@
 """Reading a k-mer table back: text dump, jellyfish-compatible histogram, and lookups.
 
-dump:  one `KMER<TAB>COUNT` line per k-mer, in lexicographic order (bin by bin), built as one byte
-       matrix per slice of k-mers (no per-line Python formatting).
+dump:  one `KMER<TAB>COUNT` line per k-mer, in lexicographic order (bin by bin, a bin a pool thread), written
+       by compiled kernels (dump_lines) or as one numpy byte matrix per slice of k-mers (numpy_lines): no
+       per-line Python formatting.
 histo: the lines of `jellyfish histo [-l LOW] [-h HIGH] [-i INC] [-f]`, `LABEL COUNT`: bucket i counts
        the k-mers whose count c has base + i INC <= c < base + (i + 1) INC, with base = LOW - INC when
        LOW > INC and 0 otherwise; counts below base go to the first bucket and counts >= HIGH + INC to
