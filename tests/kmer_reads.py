@@ -19,3 +19,14 @@ def user_fastq(seed, genome_length, n, length, n_every, n_count, lower_every, lo
         reads.append(seq.tobytes())
     reads += [genome[:length].tobytes()] * 12000
     return b"".join(b"@r%d\n%s\n+\n%s\n" % (i, seq, qual * len(seq)) for i, seq in enumerate(reads))
+
+
+def half_repeated_fasta(path, seed, length):
+    """FASTA records of 300 random bases cut from one sequence of `length` whose third quarter repeats its
+    first: about 0.75 `length` distinct k-mers, those of the first quarter seen twice, far apart (in two
+    runs when the buffer holds a small part of the file). For the tests of the merges of several runs."""
+    sequence = np.random.default_rng(seed).choice(list("ACGT"), length)
+    quarter = length // 4
+    sequence[2 * quarter:3 * quarter] = sequence[:quarter]
+    path.write_text("".join(f">r{i}\n{''.join(sequence[i:i + 300])}\n" for i in range(0, length, 300)))
+    return path

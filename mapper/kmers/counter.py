@@ -70,12 +70,12 @@ class KmerCounter:
         self.spilled = []
         self.stats = CountStats()
 
-    def _held_bytes(self):
-        return self.run_bytes * sum(len(run) for run in self.held)
+    def _held_bytes(self, runs=None):
+        return self.run_bytes * sum(len(run) for run in (self.held if runs is None else runs))
 
-    def _room(self):
-        """k-mers the buffer may hold next to the held runs."""
-        return max(MIN_CAPACITY, (self.memory - self._held_bytes()) // self.per_kmer)
+    def _room(self, runs=None):
+        """k-mers the buffer may hold next to the held runs (or next to `runs`)."""
+        return max(MIN_CAPACITY, (self.memory - self._held_bytes(runs)) // self.per_kmer)
 
     def add_files(self, paths):
         start = time.perf_counter()
@@ -134,8 +134,7 @@ class KmerCounter:
             tables = [store.KmerTable(path) for path in self.spilled]
             try:
                 if self.backend.merge_pieces:  # cuda: on the device, a range of bins at a time
-                    room = max(MIN_CAPACITY, (self.memory - self.run_bytes * sum(map(len, runs))) // self.per_kmer)
-                    pieces = self.backend.merge_pieces(runs, min_count, room, tables)
+                    pieces = self.backend.merge_pieces(runs, min_count, self._room(runs), tables)
                     self.stats.distinct = store.write_table(tmp, k, self.canonical, min_count, pieces)
                 else:
                     with store.TableWriter(tmp, k, self.canonical, min_count) as writer:

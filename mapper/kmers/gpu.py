@@ -461,8 +461,8 @@ class CudaBackend:
         weighted sort + RLE in the buffer and encoded, a range after the other, on the device. The runs
         are sorted, so a bin is a slice of each (kmer_codec.cu's bin_starts finds them on the device, a
         table's bin table says them); a k-mer's bin is the same in every run, so the ranges' merges are the
-        whole merge. The spilled bins are decoded on the host by the thread pool (numpy's codec) and
-        uploaded."""
+        whole merge. The spilled bins are read and decoded on the host by the thread pool
+        (KmerTable.read_bin: the compiled key decoder, numpy's for the counts) and uploaded."""
         kn, bins = self.kernels, 2 ** bin_bits(self.k)
         bounds = []  # per run, then per table: int64 [bins + 1], where each bin starts in it
         for run in runs:

@@ -11,7 +11,7 @@ import pytest
 
 from conftest import SHIGELLA
 from mapper.device import cuda_available
-from kmer_reads import user_fastq
+from kmer_reads import half_repeated_fasta, user_fastq
 from mapper.cli import main
 from mapper.kmers.count import sort_count
 
@@ -144,11 +144,7 @@ def test_cuda_merges_held_runs_a_range_of_bins_at_a_time(tmp_path, monkeypatch, 
     monkeypatch.setattr("mapper.kmers.counter.MIN_CAPACITY", 1 << 9)
     monkeypatch.setattr("mapper.kmers.counter.MAX_BLOCK_BYTES", 10_000)
     monkeypatch.setattr(layout, "GROUP_BYTES", 20_000)
-    rng = np.random.default_rng(7)
-    sequence = rng.choice(list("ACGT"), 120_000)
-    sequence[60_000:90_000] = sequence[:30_000]  # k-mers seen twice, in two runs
-    reads = tmp_path / "r.fa"
-    reads.write_text("".join(f">r{i}\n{''.join(sequence[i:i + 300])}\n" for i in range(0, len(sequence), 300)))
+    reads = half_repeated_fasta(tmp_path / "r.fa", 7, 120_000)
     memory = 50_000 * gpu.CudaBackend.bytes_per_kmer(1 + (k > 32))  # ~90,000 distinct k-mers, 1.8 buffers: none spilled
     tables = {}
     for device in ("cpu", "cuda"):

@@ -15,6 +15,7 @@ import gzip
 import numpy as np
 import pytest
 
+from kmer_reads import half_repeated_fasta
 from mapper.device import cuda as real_cuda
 from mapper.device import host, using
 from mapper.kmers import backend as backend_module
@@ -327,11 +328,7 @@ def test_host_cuda_merges_held_runs_a_range_of_bins_at_a_time(host_backend, tmp_
     monkeypatch.setattr("mapper.kmers.counter.MIN_CAPACITY", 1 << 9)
     monkeypatch.setattr("mapper.kmers.counter.MAX_BLOCK_BYTES", 1024)  # the buffer: 5,000 + 1,024 k-mers
     monkeypatch.setattr(layout, "GROUP_BYTES", 100)
-    rng = np.random.default_rng(5)
-    sequence = rng.choice(list("ACGT"), 12_000)
-    sequence[6000:9000] = sequence[:3000]  # k-mers seen twice, in two runs
-    reads = tmp_path / "r.fa"
-    reads.write_text("".join(f">r{i}\n{''.join(sequence[i:i + 300])}\n" for i in range(0, len(sequence), 300)))
+    reads = half_repeated_fasta(tmp_path / "r.fa", 5, 12_000)
     memory = 5000 * gpu.CudaBackend.bytes_per_kmer(1 + (k > 32))  # ~9,000 distinct k-mers, 1.8 buffers: none spilled
     for min_count in (1, 2):
         want = table_bytes([reads], tmp_path / "cpu.kmers", k, canonical, backend_module.CpuBackend, memory, min_count)
