@@ -11,9 +11,9 @@ plain FASTQ, its gzip (level 1, by isal) or both are counted. KMC counts canonic
 only with --canonical; jellyfish reads a gzip file through a generator (`zcat`), as its manual says.
 Every row says its ratio to KMC's time on the same input (x KMC: below 1 is faster than KMC).
 
---memory is host memory: KMC's -m and gkmap cpu's --memory (jellyfish sizes its hash with -s). gkmap cuda
-buffers k-mers in GPU memory and runs with its own default budget (60 % of the GPU's free memory): each
-tool uses the memory it runs on as it would out of the box.
+--memory is host memory: KMC's -m and gkmap's --memory (jellyfish sizes its hash with -s). gkmap cuda
+buffers k-mers in GPU memory, within --gpu-memory where given (its default: 80 % of the GPU's free memory,
+CUDA context included): each tool uses the memory it runs on as it would out of the box.
 
 Every tool runs as a child process, so its peak RSS (os.wait4) and wall time are its own; gkmap's time
 includes Python start-up. Each tool's output of the run before is removed before it runs (remove_outputs).
@@ -120,12 +120,14 @@ def simulated_reads(gbp, workdir, gzipped, genome=None, label="chr20"):
     return gz
 
 
-def commands(tool, path, k, canonical, threads, workdir, memory):
+def commands(tool, path, k, canonical, threads, workdir, memory, gpu_memory=None):
     out = Path(workdir) / f"{tool}.out"
     gzipped = path.suffix == ".gz"
     if tool.startswith("gkmap"):
         device = tool.split("-")[1]
-        budget = ["--memory", f"{memory:g}"] if device == "cpu" else []  # cuda: its default, on the GPU
+        budget = ["--memory", f"{memory:g}"]
+        if device == "cuda" and gpu_memory:
+            budget += ["--gpu-memory", gpu_memory]
         return [sys.executable, "-m", "mapper", "kmers", "count", "-k", str(k), "--device", device, "-t", str(threads),
                 *budget, "-o", str(out), str(path)] + (["--canonical"] if canonical else [])
     if tool == "jellyfish":
@@ -187,7 +189,7 @@ def rows(inputs, ks, tools, args, workdir):
             for tool in tools:
                 remove_outputs(tool, workdir)
                 seconds, rss, stderr = timed(commands(tool, path, k, args.canonical, args.threads, workdir,
-                                                      args.memory))
+                                                      args.memory, args.gpu_memory))
                 note = ""
                 if tool.startswith("gkmap"):
                     with KmerTable(Path(workdir) / f"{tool}.out") as table:
@@ -216,9 +218,8 @@ def main():
                         help="for the read sets: plain FASTQ, gzip, or both")
     parser.add_argument("-k", nargs="+", type=int, default=[28, 31, 40, 65])
     parser.add_argument("--threads", type=int, default=os.cpu_count(), help="for every tool (gkmap: -t)")
-    parser.add_argument("--memory", type=float, default=8,
-                        help="GB of host memory, for gkmap cpu (--memory) and KMC (-m); gkmap cuda takes its "
-                             "default budget of GPU memory")
+    parser.add_argument("--memory", type=float, default=8, help="GB of host memory, for gkmap (--memory) and KMC (-m)")
+    parser.add_argument("--gpu-memory", metavar="SIZE", help="gkmap cuda's --gpu-memory [its default]")
     parser.add_argument("--tools", nargs="+", choices=["gkmap-cpu", "gkmap-cuda", "jellyfish", "kmc"],
                         help="the tools to run [every one installed]")
     parser.add_argument("--canonical", action="store_true", help="count canonical k-mers (KMC always does)")
@@ -231,7 +232,8 @@ def main():
     tools = [tool for tool in tools if args.tools is None or tool in args.tools]
     workdir = args.workdir or tempfile.mkdtemp(prefix="bench_kmers-")
     os.makedirs(workdir, exist_ok=True)
-    print(f"{os.cpu_count()} CPUs; threads: {args.threads}; memory {args.memory:g} GB; tools: {', '.join(tools)}; "
+    print(f"{os.cpu_count()} CPUs; threads: {args.threads}; memory {args.memory:g} GB; "
+          f"GPU memory {args.gpu_memory or 'gkmap default'}; tools: {', '.join(tools)}; "
           f"{'canonical' if args.canonical else 'forward'} k-mers\n")
     if "gkmap-cuda" in tools:
         print(f"cuda kernels compiled (once, into PyCUDA's cache) in {warm_up_cuda(workdir):.2f} s\n")

@@ -5,7 +5,8 @@ same tests run against the real device (tests marked `gpu`)."""
 import numpy as np
 
 from mapper.device.host import (SHIM, Timer, copy_into, copy_out, free_memory, from_device, function,  # noqa: F401
-                                  launch, memset, shifted, to_device, trim_pool, upload)
+                                  launch, limit_pool, memset, shifted, to_device, trim_pool,
+                                  upload)
 
 
 GROUP = 32  # the GPU's group size, so the host runs of the tests launch what the GPU launches

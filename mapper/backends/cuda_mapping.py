@@ -19,6 +19,7 @@ from mapper import device
 from mapper.backends import index_parts
 from mapper.backends.base import Backend
 from mapper.device import layer as cuda
+from mapper.device.cuda import CONTEXT
 from mapper.errors import UsageError
 from mapper.filters import windows
 from mapper.filters._gpu import faithful_defines, improved_defines
@@ -39,7 +40,6 @@ RESERVE = 4 << 30  # without --gpu-memory: the device memory a batch's buffers k
 # of one of its parts (VERIFY_BYTES a window) take a quarter of W each, and the candidates a row group
 # keeps until it is verified (24 bytes a window, fewer windows than seed hits) half of W: the batch is
 # seeded and verified in groups of reads whose seed hits fit (seeding.hit_groups), whatever they hit.
-CONTEXT = 1 << 29
 WORK_SHARE = 5
 SLOT_BYTES = 64     # seed.cu's per-slot arrays (diagonals 13, hit k-mer 4, bands 20) and the band output 24
 VERIFY_BYTES = 160  # gather.cu windows 28, myers.cu outputs 8 + 12 a kept end (MAX_ENDS), found mappings

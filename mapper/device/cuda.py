@@ -26,6 +26,8 @@ BLOCK = 256  # threads per block of every one-thread-per-item launch
 GROUP = 32  # threads that share one item's loop where a kernel lets a group do it (a warp; host.py: one)
 WARP = 32  # threads per item of a lane kernel (kernels/common.cuh LANES: a warp)
 SEED_BY_ROW = False  # seeding places each hit by binary searches, a thread a hit (host.py merges rows instead)
+CONTEXT = 1 << 29  # device memory a process's CUDA context and kernels' code take, beside its buffers (a bound
+                   # such as --gpu-memory counts it)
 
 
 def driver():
@@ -150,12 +152,26 @@ def _pool():
     return pool
 
 
+_POOL_LIMIT = [None]  # limit_pool's bound on the pool's bytes (None: the device's memory)
+
+
 def scratch(nbytes):
     """A device buffer of nbytes from the pool: for the per-batch buffers of the mapping stages, whose
     cuMemAlloc / cuMemFree (which waits for the device) per batch cost more than the kernels that use them.
     Freed buffers stay in the pool for the next batch; the pool gives held memory back when an allocation
-    would not fit."""
-    return _pool().allocate(max(int(nbytes), 1))
+    would not fit, or would take it past limit_pool's bound."""
+    pool, nbytes = _pool(), max(int(nbytes), 1)
+    if _POOL_LIMIT[0] is not None and pool.managed_bytes + nbytes > _POOL_LIMIT[0]:
+        pool.free_held()
+    return pool.allocate(nbytes)
+
+
+def limit_pool(nbytes):
+    """Keep the blocks the pool holds for reuse within `nbytes` of pool memory in all (None: no bound but
+    the device's): before an allocation would take the pool past it, the held blocks go back to the device.
+    What is in use is the caller's budget (`gkmap kmers count --gpu-memory`); this bounds what the pool
+    keeps beside it, which otherwise grows with every size asked for."""
+    _POOL_LIMIT[0] = None if nbytes is None else int(nbytes)
 
 
 def trim_pool(limit):

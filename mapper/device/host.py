@@ -180,6 +180,10 @@ def trim_pool(limit):
     """No pool to trim: host buffers go back to the allocator when they are dropped."""
 
 
+def limit_pool(nbytes):
+    """No pool to bound (trim_pool)."""
+
+
 def copy_into(buffer, array):
     data = np.ascontiguousarray(array).reshape(-1).view(np.uint8)
     buffer[:len(data)] = data

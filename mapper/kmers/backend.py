@@ -1,16 +1,19 @@
 """The backends of `gkmap kmers count`: where phase 1 (blocks -> sorted, counted runs) and the encoding of a run
 into table bytes happen. counter.py drives either one through the same methods:
 
-    bytes_per_kmer(C)    what one buffered k-mer of C channels costs at the peak of reduce() (the budget)
+    bytes_per_kmer(C)    what one buffered k-mer of C channels costs at the peak of reduce() (the budget):
+                         its share of the buffer (fixed_bytes, allocated for the whole count) and the work
+                         of sorting it (work_bytes(C))
     add(block)           the k-mers of a reading.Block into the buffer (`buffered` grows: a bound, or exact)
     settle() -> n        the exact number of k-mers in the buffer (waits for work in flight)
     reduce() -> run      sort + run-length encoding of the buffer (emptied): distinct keys and counts
     keep(run)            a (small) run back into the buffer, its counts as weights
     merge(runs) -> run   runs held in memory merged into one (None where it would not fit the budget)
     encode(run, min_count) -> EncodedTable     the table's bins, bytes as store.py writes them
+    encode_pieces(run, min_count, room)        the same as store.write_table's pieces, within `room` bytes
     block_buffer         None, or the allocator of the one buffer every input block is read into
-    merge_pieces         None, or (runs, min_count, limit, spilled tables) -> EncodedTables of bin ranges:
-                         the merge where merge() gives None or runs were spilled
+    merge_pieces         None, or (runs, min_count, room, spilled tables, host bytes) -> EncodedTables of bin
+                         ranges: the merge where merge() gives None or runs were spilled
     memory_run(run)      (cpu) the run as a merge input (read_bin), when runs were spilled
     sort_count(keys, weights)                  (cpu) count.sort_count, for the per-bin merge of spilled runs
 
@@ -111,16 +114,15 @@ class CpuBackend:
     block_buffer = None  # each block in a fresh buffer (reading.py): the pool parses it after add() returns
     merge_pieces = None  # runs are always merged in memory (merge); spilled ones bin by bin (merge.py)
 
-    @staticmethod
-    def default_memory():
-        """The budget without --memory: 2 GB of host memory."""
-        return 2 << 30
+    fixed_bytes = 0  # no buffer allocated ahead: a block's pieces are its own arrays
 
     @staticmethod
     def bytes_per_kmer(channels):
         """The pieces' keys (8 C) and the run they become, at most one distinct k-mer per k-mer (8 C + 8);
         a bin's sort copy is one bin's worth, within the constant."""
         return 16 * channels + 8
+
+    work_bytes = bytes_per_kmer
 
     def __init__(self, layout, canonical, capacity=None):
         self.layout, self.canonical, self.k = layout, canonical, layout.k
@@ -214,6 +216,10 @@ class CpuBackend:
                         for keys, counts in run.bins]
         return encode_bins(run.bins, self.layout.channels, self.k, lambda fn, items: pool().map(fn, items))
 
+    def encode_pieces(self, run, min_count, room):
+        """encode() as one piece: it works a bin at a time whatever `room` is."""
+        return [self.encode(run, min_count)]
+
     def memory_run(self, run):
         return run
 
@@ -233,5 +239,5 @@ def select(device):
     def make_cuda(layout, canonical, capacity):
         return CudaBackend(layout, canonical, capacity, kernels)
     make_cuda.bytes_per_kmer = CudaBackend.bytes_per_kmer
-    make_cuda.default_memory = CudaBackend.default_memory
+    make_cuda.device_budget = CudaBackend.device_budget
     return make_cuda, "cuda"

@@ -1,7 +1,7 @@
 """`gkmap kmers count|dump|histo|query`: k-mer counting (the SNCGPU sort-and-compress design).
 
     gkmap kmers count -k K [--canonical] [--min-count N] [--device auto|cpu|cuda] [--memory GB]
-                      [--tmp DIR] [-t N] -o OUT INPUT...
+                      [--gpu-memory SIZE] [--tmp DIR] [-t N] -o OUT INPUT...
     gkmap kmers dump [-o FILE] OUT          KMER<TAB>COUNT lines, sorted
     gkmap kmers histo [-l LOW] [--high HIGH] [-i INC] [-f] OUT     as `jellyfish histo`
     gkmap kmers query OUT KMER...           KMER<TAB>COUNT per k-mer asked (0 when absent), as jellyfish
@@ -14,8 +14,9 @@ import os
 import sys
 
 from mapper.errors import UsageError
+from mapper.options import parse_size
 from mapper.kmers import backend, text, workers
-from mapper.kmers.counter import count_kmers
+from mapper.kmers.counter import MAX_BLOCK_BYTES, count_kmers
 from mapper.kmers.encode import MAX_K
 from mapper.kmers.store import KmerTable
 from mapper.outputs import atomic_output, check_outputs
@@ -44,9 +45,12 @@ def add_arguments(parser):
     p.add_argument("--min-count", type=int, default=1, metavar="N", help="leave out k-mers seen fewer times")
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto",
                    help="where to sort: auto = cuda when a GPU and pycuda are present")
-    p.add_argument("--memory", type=float, metavar="GB",
-                   help="memory for k-mer buffers; beyond it sorted runs are spilled to --tmp (default: 2 on "
-                        "the cpu backend; on cuda, 60%% of the GPU memory free at the start)")
+    p.add_argument("--memory", type=float, default=2.0, metavar="GB",
+                   help="host memory for k-mer buffers (the cpu backend's: beyond it sorted runs are spilled "
+                        "to --tmp) and, on cuda, for the spilled runs a merge reads back")
+    p.add_argument("--gpu-memory", metavar="SIZE",
+                   help="device memory the cuda backend may take in all, CUDA context included, e.g. 20G "
+                        "(default: 80%% of the GPU memory free at the start)")
     p.add_argument("--tmp", metavar="DIR", help="folder for spilled runs (default: OUT's folder)")
     p.add_argument("-t", "--threads", type=int, default=0, metavar="N",
                    help="host threads (parsing, the cpu backend's work); 0 = every core")
@@ -74,8 +78,9 @@ def _count(args):
         raise UsageError(f"-k must be between 1 and {MAX_K}, got {args.k}")
     if args.min_count < 1:
         raise UsageError(f"--min-count must be at least 1, got {args.min_count}")
-    if args.memory is not None and not args.memory > 0:
+    if not args.memory > 0:
         raise UsageError(f"--memory must be a positive number of GB, got {args.memory}")
+    gpu_memory = None if args.gpu_memory is None else parse_size(args.gpu_memory)
     check_outputs({"-o": args.output}, args.inputs)
     out_dir = os.path.dirname(os.path.abspath(args.output))
     if not os.path.isdir(out_dir):
@@ -87,12 +92,20 @@ def _count(args):
         raise UsageError(f"-t must be 0 (every core) or more, got {args.threads}")
     workers.set_threads(args.threads)
     make_backend, device = backend.select(args.device)
-    memory = make_backend.default_memory() if args.memory is None else int(args.memory * 2 ** 30)
-    stats = count_kmers(args.inputs, args.output, args.k, args.canonical, args.min_count, make_backend, memory, tmp)
+    host_memory = int(args.memory * 2 ** 30)
+    if device == "cuda":
+        memory = make_backend.device_budget(gpu_memory, MAX_BLOCK_BYTES)
+        budget = f"{memory / 2 ** 30:.1f} GB of GPU buffers{' by default' if gpu_memory is None else ''}"
+    elif gpu_memory is not None:
+        raise UsageError("--gpu-memory is for the cuda backend, not --device cpu")
+    else:
+        memory, budget = host_memory, f"{host_memory / 2 ** 30:.1f} GB of buffers"
+    stats = count_kmers(args.inputs, args.output, args.k, args.canonical, args.min_count, make_backend, memory, tmp,
+                        host_memory)
     phases = ", ".join(f"{name} {seconds:.2f} s" for name, seconds in stats.phases.items())
-    log.info("%s: %d k-mers, %d distinct written (k=%d%s, %s, %.1f GB of buffers%s, %d runs spilled) in %.2f s (%s)",
+    log.info("%s: %d k-mers, %d distinct written (k=%d%s, %s, %s, %d runs spilled) in %.2f s (%s)",
              args.output, stats.occurrences, stats.distinct, args.k, ", canonical" if args.canonical else "",
-             device, memory / 2 ** 30, "" if args.memory else " by default", stats.runs_spilled, stats.seconds, phases)
+             device, budget, stats.runs_spilled, stats.seconds, phases)
     return 0
 
 

@@ -11,13 +11,17 @@ the budget) or are merged in memory by the backend into one; that run is encoded
 GPU for cuda) and written as OUT, with no merge pass over files. Otherwise the spilled runs and the runs
 in memory are merged bin by bin (merge.py) into OUT.
 
-The budget: `backend.bytes_per_kmer(C)` is what sorting and run-length encoding one buffered k-mer of
-C channels costs at its peak (the buffer, the sort's working copy, the run it becomes; backend.py says
-what it counts for each backend), and a held run of u distinct k-mers takes (8 C + 8) u bytes; the
-buffer holds (memory - held runs) / bytes_per_kmer k-mers. Beyond that, up to PARSE_AHEAD + 1 input blocks
-of at most MAX_BLOCK_BYTES bytes are in flight (text, codes and their k-mers' words): the documented
-constant of docs/kmers.md. The temporary folder is removed on success and on error; OUT is written
-atomically (outputs.atomic_path).
+The budget (`memory`: host bytes on the cpu backend, device bytes on cuda): `backend.bytes_per_kmer(C)` is
+what sorting and run-length encoding one buffered k-mer of C channels costs at its peak (its slot in the
+buffer, the sort's working copy, the run it becomes; backend.py says what it counts for each backend), so
+the buffer is sized to memory / bytes_per_kmer k-mers. A held run of u distinct k-mers takes (8 C + 8) u
+bytes, and the buffer then holds (memory - the buffer's fixed bytes - held runs) / work_bytes k-mers, the
+space that is left for the sort's work. Runs are encoded in pieces that fit what is left beside the buffer
+and the held runs (encode_pieces). Beyond that, up to PARSE_AHEAD + 1 input blocks of at most
+MAX_BLOCK_BYTES bytes are in flight (text, codes and their k-mers' words): the documented constant of
+docs/kmers.md. `host_memory` (--memory, where the budget is the device's) bounds what the host holds of a
+merge of spilled runs. The temporary folder is removed on success and on error; OUT is written atomically
+(outputs.atomic_path).
 """
 import logging
 import shutil
@@ -53,10 +57,11 @@ class KmerCounter:
     """Phase 1 and 2 for one table; use as a context manager so the temporary folder always goes away.
     `make_backend(layout, canonical, slots)` builds the backend (backend.select)."""
 
-    def __init__(self, k, canonical, make_backend, memory_bytes, tmp_parent):
+    def __init__(self, k, canonical, make_backend, memory_bytes, tmp_parent, host_memory=None):
         self.layout = KmerLayout(k)
         self.canonical = canonical
         self.memory = int(memory_bytes)
+        self.host_memory = host_memory
         C = self.layout.channels
         self.run_bytes = 8 * C + 8  # a held run's bytes per distinct k-mer
         self.per_kmer = make_backend.bytes_per_kmer(C)
@@ -73,9 +78,14 @@ class KmerCounter:
     def _held_bytes(self, runs=None):
         return self.run_bytes * sum(len(run) for run in (self.held if runs is None else runs))
 
+    def _spare(self, runs=None):
+        """Bytes of the budget left beside the buffer and the held runs (or `runs`)."""
+        return self.memory - self.backend.fixed_bytes - self._held_bytes(runs)
+
     def _room(self, runs=None):
-        """k-mers the buffer may hold next to the held runs (or next to `runs`)."""
-        return max(MIN_CAPACITY, (self.memory - self._held_bytes(runs)) // self.per_kmer)
+        """k-mers the buffer may hold next to the held runs (or next to `runs`): as many as the spare bytes
+        give the sort's work."""
+        return max(MIN_CAPACITY, self._spare(runs) // self.backend.work_bytes(self.layout.channels))
 
     def add_files(self, paths):
         start = time.perf_counter()
@@ -89,23 +99,28 @@ class KmerCounter:
         for block in (source if reused else prefetch(source)):
             self.backend.add(block)
             if self.backend.buffered >= self._room() and self.backend.settle() >= self._room():
-                run = self.backend.reduce()
-                if 2 * len(run) <= self._room():
-                    self.backend.keep(run)
-                    continue
-                self.held.append(run)
-                if 4 * self._held_bytes() > 3 * self.memory:  # the buffer would get under a quarter
-                    for held in self.held:
-                        self._spill(held)
-                    self.held = []
+                self._reduce()
         self.stats.phases["reading"] = time.perf_counter() - start
+
+    def _reduce(self):
+        """The full buffer sorted into a run, which is kept in the buffer, held, or spilled with the held
+        ones. A function of its own so that a kept run's device copy goes as soon as the buffer has it."""
+        run = self.backend.reduce()
+        if 2 * len(run) <= self._room():
+            self.backend.keep(run)
+            return
+        self.held.append(run)
+        if 4 * self._held_bytes() > 3 * (self.memory - self.backend.fixed_bytes):  # the sort's room under a quarter
+            while self.held:  # each goes once written, so the next one's encoding has its room
+                self._spill(self.held[-1])
+                self.held.pop()
 
     def _spill(self, run):
         if self.tmp_dir is None:
             remove_stale(self.tmp_parent or tempfile.gettempdir(), "gkmap-kmers-")  # a killed count's runs
             self.tmp_dir = tempfile.mkdtemp(prefix=temp_prefix("gkmap-kmers-"), dir=self.tmp_parent)
         path = f"{self.tmp_dir}/run{len(self.spilled):05d}.gkmers"
-        store.write_table(path, self.layout.k, self.canonical, 1, [self.backend.encode(run)])
+        store.write_table(path, self.layout.k, self.canonical, 1, self.backend.encode_pieces(run, 1, self._spare()))
         self.spilled.append(path)
         self.stats.runs_spilled += 1
         log.info("spilled run %d (%d distinct k-mers) to %s", len(self.spilled), len(run), self.tmp_dir)
@@ -124,17 +139,15 @@ class KmerCounter:
         with atomic_path(out_path) as tmp:
             if len(runs) == 1 and not self.spilled:
                 clock = time.perf_counter()
-                encoded = self.backend.encode(runs[0], min_count)
-                self.stats.phases["encoding"] = time.perf_counter() - clock
-                clock = time.perf_counter()
-                self.stats.distinct = store.write_table(tmp, k, self.canonical, min_count, [encoded])
-                self.stats.phases["writing"] = time.perf_counter() - clock
+                pieces = self.backend.encode_pieces(runs[0], min_count, self._spare(runs))
+                self.stats.distinct = store.write_table(tmp, k, self.canonical, min_count, _timed(pieces, self.stats))
+                self.stats.phases["writing"] = time.perf_counter() - clock - self.stats.phases["encoding"]
                 return
             clock = time.perf_counter()
             tables = [store.KmerTable(path) for path in self.spilled]
             try:
                 if self.backend.merge_pieces:  # cuda: on the device, a range of bins at a time
-                    pieces = self.backend.merge_pieces(runs, min_count, self._room(runs), tables)
+                    pieces = self.backend.merge_pieces(runs, min_count, self._spare(runs), tables, self.host_memory)
                     self.stats.distinct = store.write_table(tmp, k, self.canonical, min_count, pieces)
                 else:
                     with store.TableWriter(tmp, k, self.canonical, min_count) as writer:
@@ -158,11 +171,26 @@ class KmerCounter:
         self.close()
 
 
+def _timed(pieces, stats):
+    """`pieces` (a generator that encodes each when asked), the seconds spent making them added up in
+    stats.phases["encoding"]."""
+    stats.phases["encoding"] = 0.0
+    pieces = iter(pieces)
+    while True:
+        clock = time.perf_counter()
+        piece = next(pieces, None)
+        stats.phases["encoding"] += time.perf_counter() - clock
+        if piece is None:
+            return
+        yield piece
+
+
 def count_kmers(paths, out_path, k, canonical=False, min_count=1, make_backend=CpuBackend,
-                memory_bytes=2 << 30, tmp_parent=None):
-    """Count the k-mers of FASTA/FASTQ files `paths` into the table `out_path`; returns CountStats."""
+                memory_bytes=2 << 30, tmp_parent=None, host_memory=None):
+    """Count the k-mers of FASTA/FASTQ files `paths` into the table `out_path`; returns CountStats.
+    `memory_bytes` is the backend's budget, `host_memory` the host's where that budget is the device's."""
     start = time.perf_counter()
-    with KmerCounter(k, canonical, make_backend, memory_bytes, tmp_parent) as counter:
+    with KmerCounter(k, canonical, make_backend, memory_bytes, tmp_parent, host_memory) as counter:
         counter.add_files(paths)
         counter.write(out_path, min_count)
     counter.stats.seconds = time.perf_counter() - start

@@ -29,6 +29,8 @@ import time
 import numpy as np
 
 from mapper.device import layer as cuda
+from mapper.device.cuda import CONTEXT
+from mapper.errors import UsageError
 from mapper.kmers.binning import bin_bits, shift_of
 from mapper.kmers.fasta import CODE_ODD, CODE_SKIP, general_codes
 from mapper.kmers.layout import STAGES, encode_table
@@ -38,6 +40,12 @@ log = logging.getLogger("gkmap")
 
 ITEMS = 8  # items per thread of a tile (kmer_sort.cu)
 RADIX_BITS = 8
+# How a --gpu-memory bound is shared (CudaBackend.device_budget):
+PARSE_BYTES = 16      # device bytes per byte of the input block being parsed (the host stand-in of the tests
+                      # measured 11 for FASTA and 14 for FASTQ, canonical: text, line and keep flags, scans)
+POOL_ROUNDING = 1.25  # the memory pool's blocks are sizes with two significant bits (PyCUDA's bins): at most
+                      # a quarter more than asked for
+MIN_BUFFERS = 1 << 26  # below this the count would be little more than spills
 SOURCES = ("kmer_sort.cu", "kmer_extract.cu", "kmer_codec.cu")
 
 
@@ -234,23 +242,55 @@ class CudaBackend:
     name = "cuda"
 
     @staticmethod
-    def default_memory():
-        """The budget without --memory: 60 % of the device memory free now. A small fixed one (the cpu's 2 GB)
-        spills on a GPU what would fit it: 1 Gbp of reads at --memory 3 was 12 runs spilled and 22.95 s on
-        an 80 GB H100, against 1.5-1.9 s in one run at --memory 24. The rest of the device is left for what
-        the budget does not count (the memory pool's rounding, a block's parsing buffers, the CUDA
-        context: docs/kmers.md)."""
-        return int(0.6 * cuda.free_memory())
+    def device_budget(gpu_memory, max_block):
+        """The bytes of k-mer buffers, held runs and their work (the counter's budget) that keep the whole
+        count within `gpu_memory` bytes of the device (--gpu-memory; None: 80 % of the memory free now),
+        when input blocks are at most `max_block` bytes: the CUDA context and the kernels' code (CONTEXT),
+        a block's parsing (PARSE_BYTES a byte of a block of at most gpu_memory / 64), and the pool's
+        rounding (POOL_ROUNDING) come off first. The pool is bounded to all but the context, so what it
+        keeps for reuse stays within the bound too. Without a bound of its own the count spilled on a GPU
+        what would fit it (1 Gbp of reads at 3 GB of buffers: 12 runs spilled, 22.95 s on an 80 GB H100,
+        against 1.5-1.9 s in one run at 24 GB)."""
+        total = int(0.8 * cuda.free_memory()) if gpu_memory is None else int(gpu_memory)
+        parse = PARSE_BYTES * min(max_block, total // 64)
+        buffers = int((total - CONTEXT - parse) / POOL_ROUNDING)
+        if buffers < MIN_BUFFERS:
+            least = CONTEXT + PARSE_BYTES * min(max_block, MIN_BUFFERS) + POOL_ROUNDING * MIN_BUFFERS
+            raise UsageError(f"--gpu-memory {total / 2 ** 30:.2f} GB leaves no room for k-mer buffers: "
+                             f"give at least {least / 2 ** 30:.1f} GB")
+        cuda.limit_pool(total - CONTEXT)
+        return buffers
 
     @staticmethod
     def bytes_per_kmer(channels):
         """Device bytes per buffered k-mer at the peak of sort_rle, which a weighted sort reaches (a kept or
-        merged run's counts in the buffer): the buffer (8 C) and its weights (8), the permutation and its
-        second buffer (8), the digits and theirs (16), the keys gathered in order (8 C), run heads and their
-        scan (8), and the run, at most one distinct k-mer per k-mer (8 C keys, a 4-byte start, an 8-byte
-        count). 24 C + 24 left out the weights, the gathered keys and the run's starts: the device's peak
-        went to 16.9 GB at --memory 6 (1 Gbp of reads, runs spilled and merged)."""
-        return 24 * channels + 52
+        merged run's counts in the buffer): the buffer's slot (slot_bytes) and the sort's work (work_bytes).
+        24 C + 24 left out the weights, the gathered keys and the run's starts: the device's peak went to
+        16.9 GB at --memory 6 (1 Gbp of reads, runs spilled and merged)."""
+        return CudaBackend.slot_bytes(channels) + CudaBackend.work_bytes(channels)
+
+    @staticmethod
+    def slot_bytes(channels):
+        """A slot of the buffer, allocated for the whole count: its key (8 C) and weight (8)."""
+        return 8 * channels + 8
+
+    @staticmethod
+    def work_bytes(channels):
+        """sort_rle's device bytes per buffered k-mer beyond its slot: the permutation and its second
+        buffer (8), the digits and theirs (16), the keys gathered in order (8 C), run heads and their scan
+        (8), and the run, at most one distinct k-mer per k-mer (8 C keys, a 4-byte start, an 8-byte count)."""
+        return 16 * channels + 44
+
+    @staticmethod
+    def encode_bytes(channels):
+        """Device bytes per k-mer of a run while it is encoded, beyond the run: layout._encode's 26 C + 8,
+        and under --min-count the kept copy (8 C + 8) with its flags and their scan (8)."""
+        return 34 * channels + 24
+
+    @property
+    def fixed_bytes(self):
+        """The buffer's device bytes, allocated once (its weights when a run is first kept in it)."""
+        return self.slot_bytes(self.C) * self.stride
 
     def __init__(self, layout, canonical, capacity, kernels=None):
         self.k = layout.k
@@ -454,50 +494,84 @@ class CudaBackend:
         runs.clear()  # their device memory goes before the sort takes its own
         return self.reduce()
 
-    def merge_pieces(self, runs, min_count, limit, tables=()):
+    def _bin_bounds(self, run):
+        """int64 [bins + 1]: where each bin starts in a DeviceRun (kmer_codec.cu's bin_starts)."""
+        bins = 2 ** bin_bits(self.k)
+        starts = cuda.scratch(4 * (bins + 1))
+        self.kernels.per_item("bin_starts", run.runs + 1, run.keys, _u32(run.runs), _u32(shift_of(self.k)),
+                              _u32(bins), starts)
+        return self.kernels.read(starts, bins + 1, np.uint32).astype(np.int64)
+
+    def merge_pieces(self, runs, min_count, room, tables=(), host_bytes=None):
         """The table of runs held on the device that do not fit the buffer together, and of the runs
         spilled to `tables` (store.KmerTable), as EncodedTables of ranges of bins (store.write_table's
-        pieces): each range's slices of all runs, at most `limit` k-mers (or one bin), are merged by one
-        weighted sort + RLE in the buffer and encoded, a range after the other, on the device. The runs
-        are sorted, so a bin is a slice of each (kmer_codec.cu's bin_starts finds them on the device, a
-        table's bin table says them); a k-mer's bin is the same in every run, so the ranges' merges are the
-        whole merge. The spilled bins are read and decoded on the host by the thread pool
-        (KmerTable.read_bin: the compiled key decoder, numpy's for the counts) and uploaded."""
-        kn, bins = self.kernels, 2 ** bin_bits(self.k)
-        bounds = []  # per run, then per table: int64 [bins + 1], where each bin starts in it
-        for run in runs:
-            starts = cuda.scratch(4 * (bins + 1))
-            kn.per_item("bin_starts", run.runs + 1, run.keys, _u32(run.runs), _u32(shift_of(self.k)), _u32(bins),
-                        starts)
-            bounds.append(kn.read(starts, bins + 1, np.uint32).astype(np.int64))
+        pieces): each range's slices of all runs, as many k-mers as `room` device bytes of work take (or
+        one bin), are merged by one weighted sort + RLE in the buffer and encoded, a range after the other,
+        on the device. The runs are sorted, so a bin is a slice of each (bin_starts finds them on the
+        device, a table's bin table says them); a k-mer's bin is the same in every run, so the ranges'
+        merges are the whole merge. The spilled bins are read and decoded on the host by the thread pool
+        (KmerTable.read_bin: the compiled key decoder, numpy's for the counts) and uploaded: `host_bytes`
+        (--memory) bounds the decoded bins of a range."""
+        limit = max(room // self.work_bytes(self.C), 1)
+        if tables and host_bytes is not None:
+            limit = min(limit, max(host_bytes // (8 * self.C + 8), 1))
+        bounds = [self._bin_bounds(run) for run in runs]  # per run, then per table: where each bin starts in it
         for table in tables:
             bounds.append(np.concatenate(([0], np.cumsum([entry[1] for entry in table.entries]))))
-        ends = np.cumsum(sum(np.diff(b) for b in bounds))  # k-mers of all runs in the bins up to each one
-        first = 0
-        while first < bins:
-            before = int(ends[first - 1]) if first else 0
-            last = max(int(np.searchsorted(ends, before + limit, side="right")), first + 1)
-            if ends[last - 1] > before:
-                spilled = [(table, b) for table in tables for b in range(first, last) if table.entries[b][1]]
-                self._load([(run, int(b[first]), int(b[last])) for run, b in zip(runs, bounds)],
-                           list(pool().map(lambda item: item[0].read_bin(item[1]), spilled)))
-                yield self.encode(self.reduce(), min_count)
-            first = last
+        for first, last in _bin_ranges(sum(np.diff(b) for b in bounds), limit):
+            spilled = [(table, b) for table in tables for b in range(first, last) if table.entries[b][1]]
+            self._load([(run, int(b[first]), int(b[last])) for run, b in zip(runs, bounds)],
+                       list(pool().map(lambda item: item[0].read_bin(item[1]), spilled)))
+            merged = self.reduce()
+            yield from self.encode_pieces(merged, min_count, room - (8 * self.C + 8) * merged.runs)
 
     # ---- run -> table bytes ---------------------------------------------------------------------------
 
-    def _filter(self, run, min_count):
-        kn = self.kernels
-        flags = cuda.scratch(4 * run.runs)
-        kn.per_item("count_keep", run.runs, run.counts, _u32(run.runs), np.uint64(min_count), flags)
-        out_at, kept = kn.compaction(flags, run.runs)
-        keys, counts = cuda.scratch(8 * self.C * kept), cuda.scratch(8 * kept)
-        kn.per_item("keep_pairs", run.runs, run.keys, _u32(run.runs), _u32(self.C), run.counts, _u32(run.runs), flags,
-                    out_at, keys, _u32(kept), counts)
-        return DeviceRun(keys, counts, kept, self.C)
+    def _filter(self, run, first, last, min_count):
+        """The k-mers first..last of a DeviceRun seen at least min_count times, as a DeviceRun of their own."""
+        kn, n = self.kernels, last - first
+        keys, counts = _at(run.keys, 8 * first), _at(run.counts, 8 * first)
+        flags = cuda.scratch(4 * n)
+        kn.per_item("count_keep", n, counts, _u32(n), np.uint64(min_count), flags)
+        out_at, kept = kn.compaction(flags, n)
+        kept_keys, kept_counts = cuda.scratch(8 * self.C * kept), cuda.scratch(8 * kept)
+        kn.per_item("keep_pairs", n, keys, _u32(run.runs), _u32(self.C), counts, _u32(n), flags, out_at, kept_keys,
+                    _u32(kept), kept_counts)
+        return DeviceRun(kept_keys, kept_counts, kept, self.C)
+
+    def _encode_slice(self, run, first, last, min_count):
+        """EncodedTable of the k-mers first..last (whole bins) of a DeviceRun, encoded where they lie."""
+        if min_count > 1 and last > first:
+            kept = self._filter(run, first, last, min_count)
+            return encode_table(self.kernels, kept.keys, kept.counts, kept.runs, self.C, self.k)
+        return encode_table(self.kernels, _at(run.keys, 8 * first), _at(run.counts, 8 * first), last - first, self.C,
+                            self.k, stride=run.runs)
 
     def encode(self, run, min_count=1):
         """The table's bins (EncodedTable) of a DeviceRun, laid out and encoded on the device."""
-        if min_count > 1 and run.runs:
-            run = self._filter(run, min_count)
-        return encode_table(self.kernels, run.keys, run.counts, run.runs, self.C, self.k)
+        return self._encode_slice(run, 0, run.runs, min_count)
+
+    def encode_pieces(self, run, min_count, room):
+        """The run's table as store.write_table's pieces, each encoded within `room` device bytes of work
+        (encode_bytes a k-mer): the whole run in one piece, or ranges of its bins (at least one bin a piece),
+        encoded one after the other in place, so that encoding a run as large as the budget allowed does
+        not take a second budget's worth of device memory."""
+        if run.runs * self.encode_bytes(self.C) <= room:
+            yield self.encode(run, min_count)
+            return
+        bounds = self._bin_bounds(run)
+        for first, last in _bin_ranges(np.diff(bounds), max(room // self.encode_bytes(self.C), 1)):
+            yield self._encode_slice(run, int(bounds[first]), int(bounds[last]), min_count)
+
+
+def _bin_ranges(sizes, limit):
+    """(first, last) ranges of consecutive bins, in order, each of at most `limit` items (`sizes`: items per
+    bin) or of one bin that alone holds more; bins without items are skipped where a range ends."""
+    ends = np.cumsum(sizes)
+    first = 0
+    while first < len(sizes):
+        before = int(ends[first - 1]) if first else 0
+        last = max(int(np.searchsorted(ends, before + limit, side="right")), first + 1)
+        if ends[last - 1] > before:
+            yield first, last
+        first = last

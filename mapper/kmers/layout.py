@@ -102,12 +102,13 @@ class HostCodec:
         return int(counts[:8 * n].view(np.uint64).sum(dtype=np.uint64))
 
 
-def encode_table(kn, keys, counts, u, C, k):
-    """EncodedTable of u distinct sorted keys (C channels, channel-major with stride u, at device buffer
-    `keys`) and their counts (uint64 [u] at `counts`)."""
+def encode_table(kn, keys, counts, u, C, k, stride=None):
+    """EncodedTable of u distinct sorted keys (C channels, channel-major with `stride` (default u), at
+    device buffer `keys`) and their counts (uint64 [u] at `counts`): a slice of a longer run is encoded
+    where it lies."""
     if u == 0:
         return EncodedTable.empty(2 ** bin_bits(k))
-    n_b, count_bytes, key_bytes, total, out, sizes = _encode(kn, keys, counts, u, C, k)
+    n_b, count_bytes, key_bytes, total, out, sizes = _encode(kn, keys, counts, u, C, k, stride)
     return EncodedTable(n_b, count_bytes, key_bytes, total, _groups(kn, out, sizes), STAGES)
 
 
@@ -166,9 +167,11 @@ def encode_bin(keys, counts, C, k):
     return int(count_bytes[b]), int(key_bytes[b]), total, out[:count_bytes[b] + key_bytes[b]]
 
 
-def _encode(kn, keys, counts, u, C, k):
+def _encode(kn, keys, counts, u, C, k, stride=None):
     """encode_table's work: (k-mers, count bytes and k-mer bytes per bin, the counts' sum, the table data
-    on the device, each bin's bytes in it)."""
+    on the device, each bin's bytes in it). Its device memory beyond the keys and counts: the values and
+    their positions (16 C a k-mer) and the table's bytes (at most 10 C + 8 a k-mer: a VLQ value takes at
+    most 10 bytes, a Simple-8b count 8), 26 C + 8 a k-mer with the small per-bin arrays."""
     bins = 2 ** bin_bits(k)
     shift = _u32(shift_of(k))
     starts = kn.empty(4 * (bins + 1))
@@ -182,7 +185,8 @@ def _encode(kn, keys, counts, u, C, k):
     kn.per_item("s8b_words", blocks + 1, counts, starts, block_first, _u32(bins), _u32(blocks), words, choice)
     kn.scan(words, blocks + 1)
     values, positions = kn.empty(8 * C * u), kn.empty(8 * C * (u + 1))
-    kn.per_item("vlq_sizes", u + 1, keys, _u32(u), _u32(C), _u32(u), shift, values, positions)
+    kn.per_item("vlq_sizes", u + 1, keys, _u32(u if stride is None else stride), _u32(C), _u32(u), shift, values,
+                positions)
     for c in range(C):
         kn.scan(kn.at(positions, 8 * c * (u + 1)), u + 1, wide=True)
     words_at, pos_at = kn.empty(8 * (bins + 1)), kn.empty(8 * C * (bins + 1))

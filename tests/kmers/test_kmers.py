@@ -288,13 +288,18 @@ def test_corrupt_table_is_detected(tmp_path, capsys, edge_fasta):
 
 
 def test_memory_budget_default_and_given(tmp_path, capsys):
-    """Without --memory the backend's default budget is used and said (cpu: 2 GB); --memory is taken as
-    given, and a budget that is not positive is a usage error."""
+    """Without --memory the cpu backend's budget is 2 GB, and said; --memory is taken as given; a budget
+    that is not positive is a usage error, and so is --gpu-memory on the cpu backend, or a size that is not
+    one."""
     (tmp_path / "x.fa").write_text(">a\nACGTACGTAC\n")
     base = ["kmers", "count", "-k", "5", "--device", "cpu", "-o", str(tmp_path / "t5"), str(tmp_path / "x.fa")]
     assert main(base) == 0
-    assert "cpu, 2.0 GB of buffers by default, 0 runs spilled" in capsys.readouterr().err
+    assert "cpu, 2.0 GB of buffers, 0 runs spilled" in capsys.readouterr().err
     assert main(base + ["--memory", "0.5"]) == 0
     assert "cpu, 0.5 GB of buffers, 0 runs spilled" in capsys.readouterr().err
     assert main(base + ["--memory", "0"]) == 2
     assert "--memory must be a positive number of GB" in capsys.readouterr().err
+    assert main(base + ["--gpu-memory", "4G"]) == 2
+    assert "--gpu-memory is for the cuda backend" in capsys.readouterr().err
+    assert main(base + ["--gpu-memory", "lots"]) == 2
+    assert "--gpu-memory must be a size such as 16G" in capsys.readouterr().err

@@ -13,7 +13,9 @@ from conftest import SHIGELLA
 from mapper.device import cuda_available
 from kmer_reads import half_repeated_fasta, user_fastq
 from mapper.cli import main
+from mapper.kmers import backend
 from mapper.kmers.count import sort_count
+from mapper.kmers.counter import count_kmers
 
 
 def gpu(test):
@@ -75,14 +77,8 @@ def test_sort_count_short_keys_and_all_equal(sorter):
 @pytest.mark.parametrize("memory", ["2", "0.01"], ids=["in-memory", "spilling"])
 def test_cuda_table_is_byte_identical_to_cpu(shigella_fastq, tmp_path, k, canonical, memory):
     """The whole pipeline on the device: the table files are the same bytes (the cpu one matches jellyfish,
-    tests/kmers/test_kmers.py); with a small --memory the runs are spilled and merged with weights on the GPU."""
-    tables = {}
-    for device in ("cpu", "cuda"):
-        tables[device] = tmp_path / f"{device}.kmers"
-        args = ["kmers", "count", "--quiet", "--device", device, "-k", str(k), "--memory", memory,
-                "-o", str(tables[device]), str(shigella_fastq)]
-        assert main(args + (["--canonical"] if canonical else [])) == 0
-    assert tables["cpu"].read_bytes() == tables["cuda"].read_bytes()
+    tests/kmers/test_kmers.py); with a small budget the runs are spilled and merged with weights on the GPU."""
+    assert_cpu_equals_cuda([shigella_fastq], tmp_path, k, canonical, memory)
 
 
 @pytest.fixture(scope="module")
@@ -105,13 +101,18 @@ def test_cuda_genome_table_is_byte_identical_to_cpu(shigella_genome, tmp_path, k
 
 
 def assert_cpu_equals_cuda(inputs, tmp_path, k, canonical, memory):
-    """`gkmap kmers count` writes the same table on both backends."""
-    tables = {}
-    for device in ("cpu", "cuda"):
-        tables[device] = tmp_path / f"{device}.kmers"
-        args = ["kmers", "count", "--quiet", "--device", device, "-k", str(k), "--memory", memory,
-                "-o", str(tables[device]), *map(str, inputs)]
-        assert main(args + (["--canonical"] if canonical else [])) == 0
+    """`gkmap kmers count` writes the same table on both backends: the cpu one with --memory `memory` GB;
+    the cuda one with its default budget for "2", else with `memory` GB of device buffers (count_kmers'
+    budget: through --gpu-memory a budget this small would be all CUDA context)."""
+    tables = {device: tmp_path / f"{device}.kmers" for device in ("cpu", "cuda")}
+    args = ["kmers", "count", "--quiet", "-k", str(k), *(["--canonical"] if canonical else []), *map(str, inputs)]
+    assert main(args + ["--device", "cpu", "--memory", memory, "-o", str(tables["cpu"])]) == 0
+    if memory == "2":
+        assert main(args + ["--device", "cuda", "-o", str(tables["cuda"])]) == 0
+    else:
+        stats = count_kmers(inputs, tables["cuda"], k, canonical, 1, backend.select("cuda")[0],
+                            int(float(memory) * 2 ** 30), tmp_path)
+        assert stats.runs_spilled > 0 or "merging" in stats.phases or k > 100
     assert tables["cpu"].read_bytes() == tables["cuda"].read_bytes()
 
 
@@ -139,8 +140,7 @@ def test_cuda_fastq_table_is_byte_identical_to_cpu(odd_reads, tmp_path, k, canon
 def test_cuda_merges_held_runs_a_range_of_bins_at_a_time(tmp_path, monkeypatch, k, canonical, min_count):
     """Runs held on the device that the buffer cannot take together (nothing spilled) are merged a range of
     bins at a time on the GPU (CudaBackend.merge_pieces): the cpu backend's table."""
-    from mapper.kmers import backend, gpu, layout
-    from mapper.kmers.counter import count_kmers
+    from mapper.kmers import gpu, layout
     monkeypatch.setattr("mapper.kmers.counter.MIN_CAPACITY", 1 << 9)
     monkeypatch.setattr("mapper.kmers.counter.MAX_BLOCK_BYTES", 10_000)
     monkeypatch.setattr(layout, "GROUP_BYTES", 20_000)
@@ -153,6 +153,35 @@ def test_cuda_merges_held_runs_a_range_of_bins_at_a_time(tmp_path, monkeypatch, 
                             tmp_path)
     assert stats.runs_spilled == 0 and "merging" in stats.phases
     assert tables["cpu"].read_bytes() == tables["cuda"].read_bytes()
+
+
+@gpu
+def test_cuda_count_keeps_within_gpu_memory(tmp_path, monkeypatch):
+    """--gpu-memory 1G (CudaBackend.device_budget) on 16 M k-mers, far more than its buffers take: runs
+    spilled and merged, and the memory pool (every device buffer of the count as the pool rounds it, and
+    the blocks it keeps for reuse) never holds more than 1 GiB less the CUDA context; the cpu backend's
+    table."""
+    from mapper.device import cuda
+    from mapper.kmers.counter import MAX_BLOCK_BYTES
+    monkeypatch.setattr(cuda, "_POOL_LIMIT", [None])  # device_budget bounds the pool for this test only
+    peak, scratch = [0], cuda.scratch
+
+    def measured(nbytes):
+        buffer = scratch(nbytes)
+        peak[0] = max(peak[0], cuda._pool().managed_bytes)
+        return buffer
+    monkeypatch.setattr(cuda, "scratch", measured)
+    rng = np.random.default_rng(5)
+    bases = np.frombuffer(b"ACGT", dtype=np.uint8)[rng.integers(0, 4, 16_000_000)].reshape(-1, 200)
+    reads = tmp_path / "r.fa"
+    reads.write_bytes(b"".join(b">r%d\n%s\n" % (i, row.tobytes()) for i, row in enumerate(bases)))
+    make_cuda = backend.select("cuda")[0]
+    memory = make_cuda.device_budget(1 << 30, MAX_BLOCK_BYTES)
+    stats = count_kmers([reads], tmp_path / "cuda.kmers", 31, True, 1, make_cuda, memory, tmp_path)
+    assert stats.runs_spilled > 0
+    assert peak[0] <= (1 << 30) - cuda.CONTEXT, peak[0]
+    count_kmers([reads], tmp_path / "cpu.kmers", 31, True, 1, backend.CpuBackend, 2 << 30, tmp_path)
+    assert (tmp_path / "cpu.kmers").read_bytes() == (tmp_path / "cuda.kmers").read_bytes()
 
 
 @pytest.mark.skipif(cuda_available(), reason="checks the message given where there is no GPU")

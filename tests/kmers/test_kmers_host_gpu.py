@@ -11,6 +11,7 @@ g++) read and write it.
 """
 import ctypes
 import gzip
+import weakref
 
 import numpy as np
 import pytest
@@ -216,6 +217,9 @@ class HostDevice:
     def trim_pool(self, limit):
         pass  # no pool here
 
+    def limit_pool(self, nbytes):
+        pass
+
     def pagelocked(self, nbytes):
         return np.full(max(int(nbytes), 1), 0xA5, dtype=np.uint8)
 
@@ -335,6 +339,74 @@ def test_host_cuda_merges_held_runs_a_range_of_bins_at_a_time(host_backend, tmp_
         stats = count_kmers([reads], tmp_path / "cuda.kmers", k, canonical, min_count, host_backend, memory, tmp_path)
         assert stats.runs_spilled == 0 and "merging" in stats.phases
         assert (tmp_path / "cuda.kmers").read_bytes() == want
+
+
+class CountingDevice(HostDevice):
+    """HostDevice that keeps the bytes of its live "device" buffers and their peak: what the GPU's
+    allocations would be without the pool's rounding (which CudaBackend.device_budget adds apart)."""
+
+    def __init__(self):
+        self.live = self.peak = 0
+
+    def empty(self, nbytes):
+        buffer = super().empty(nbytes)
+        self.live += buffer.nbytes
+        self.peak = max(self.peak, self.live)
+        weakref.finalize(buffer, self._free, buffer.nbytes)
+        return buffer
+
+    def _free(self, nbytes):
+        self.live -= nbytes
+
+    def to_device(self, array):
+        array = np.ascontiguousarray(array)
+        buffer = self.empty(array.nbytes)
+        buffer[:array.nbytes] = array.reshape(-1).view(np.uint8)
+        return buffer
+
+    scratch, scratch_copy = empty, to_device
+
+
+@pytest.mark.parametrize("k, canonical, fastq, min_count, kmers", [
+    (31, True, False, 1, 60_000),  # runs held, then spilled
+    (31, True, True, 2, 60_000),   # FASTQ blocks; --min-count: the spilled merge's ranges filtered
+    (63, False, True, 1, 60_000),  # two channels: the buffer's share of the budget doubles
+    (21, True, False, 1, 180_000),  # runs held and merged a range of bins at a time (nothing spilled)
+    (31, True, False, 1, 2_000_000),  # one run, encoded whole
+])
+def test_host_cuda_device_memory_stays_within_the_budget(tmp_path, monkeypatch, k, canonical, fastq, min_count, kmers):
+    """Every "device" byte the cuda backend holds at once (buffer, held runs, sorts, encodings in pieces,
+    merges) stays within the budget plus PARSE_BYTES a byte of the largest input block; before the count
+    knew the buffer's fixed bytes and encoded runs in pieces, spilling went 19-25 % over."""
+    reads = half_repeated_fasta(tmp_path / "r.fa", 3, 400_000)
+    if fastq:
+        records = reads.read_text().split(">")[1:]
+        reads = tmp_path / "r.fq"
+        reads.write_text("".join(f"@{r.split()[0]}\n{r.split()[1]}\n+\n{'I' * len(r.split()[1])}\n" for r in records))
+    if kmers > 60_000:  # blocks much smaller than the budget: a buffer of about the budget's k-mers, whose
+        monkeypatch.setattr("mapper.kmers.counter.MAX_BLOCK_BYTES", 16384)  # held runs need merge_pieces
+    device = CountingDevice()
+    largest = [0]
+    add = gpu.CudaBackend.add
+
+    def counted_add(self, block):
+        largest[0] = max(largest[0], len(block.data))
+        return add(self, block)
+    monkeypatch.setattr(gpu.CudaBackend, "add", counted_add)
+    memory = kmers * gpu.CudaBackend.bytes_per_kmer(1 + (k > 32))
+    with using(device):
+        kernels = gpu.CudaKernels()
+        device.live = device.peak = 0
+
+        def make(kmer_layout, canonical, slots):
+            return gpu.CudaBackend(kmer_layout, canonical, slots, kernels)
+        make.bytes_per_kmer = gpu.CudaBackend.bytes_per_kmer
+        stats = count_kmers([reads], tmp_path / "cuda.kmers", k, canonical, min_count, make, memory, tmp_path)
+    assert (stats.runs_spilled > 0) == (kmers == 60_000)
+    assert ("merging" in stats.phases) == (kmers < 2_000_000)
+    assert device.peak <= memory + gpu.PARSE_BYTES * largest[0], (device.peak, memory, largest[0])
+    want = table_bytes([reads], tmp_path / "cpu.kmers", k, canonical, backend_module.CpuBackend, memory, min_count)
+    assert (tmp_path / "cuda.kmers").read_bytes() == want
 
 
 def test_host_cuda_sort_count_equals_cpu(host_kernels):
