@@ -43,8 +43,9 @@ RADIX_BITS = 8
 # How a --gpu-memory bound is shared (CudaBackend.device_budget):
 PARSE_BYTES = 16      # device bytes per byte of the input block being parsed (the host stand-in of the tests
                       # measured 11 for FASTA and 14 for FASTQ, canonical: text, line and keep flags, scans)
-POOL_ROUNDING = 1.25  # the memory pool's blocks are sizes with two significant bits (PyCUDA's bins): at most
-                      # a quarter more than asked for
+POOL_ROUNDING = 1.0625  # the memory pool's blocks are sizes with five significant bits (PyCUDA's bins, asked
+                        # of the pool on the H100: 1 MiB -> 1.0625 MiB, 1.5 GiB -> 1.536 GiB): at most a
+                        # sixteenth more than asked for
 MIN_BUFFERS = 1 << 26  # below this the count would be little more than spills
 SOURCES = ("kmer_sort.cu", "kmer_extract.cu", "kmer_codec.cu")
 
