@@ -5,8 +5,9 @@ are installed), side by side on the same machine and the same input, in one run.
 Inputs: the genomes below (uncompressed), and with --reads simulated read sets of 100 bp chr20 reads of the
 given sizes in Gbp (1 and 10 in issue #23), made by scripts/simulate_reads.py (the project's read model, seed
 11 + chunk) in chunks of 1 M reads, one process per core, once into --workdir; --proxy-reads makes such sets
-from the genome-scale proxy instead (scripts/genome_proxy.py, --proxy-gbp Gbp, its repeats included; each
-process holds the proxy, about 3 GB at 3.1 Gbp); --formats says whether the
+from the genome-scale proxy instead (scripts/genome_proxy.py --reads, --proxy-gbp Gbp, its repeats included:
+one process that builds the proxy a contig at a time and draws the reads from each, about 30 us a read;
+simulate_reads.py's whole-genome start arrays do not fit a 128 GB machine at 3.1 Gbp); --formats says whether the
 plain FASTQ, its gzip (level 1, by isal) or both are counted. KMC counts canonical k-mers only, so it runs
 only with --canonical; jellyfish reads a gzip file through a generator (`zcat`), as its manual says.
 Every row says its ratio to KMC's time on the same input (x KMC: below 1 is faster than KMC).
@@ -75,22 +76,25 @@ READ_LENGTH = 100
 CHUNK_READS = 1_000_000
 
 
-def proxy_genome(gbp, workdir):
-    """The genome-scale proxy of `gbp` Gbp (scripts/genome_proxy.py, recipe human, seed 11), made once in
-    workdir."""
-    out = Path(workdir) / f"proxy_{gbp:g}gbp.fa"
+def proxy_reads(gbp, proxy_gbp, workdir, gzipped):
+    """A FASTQ of `gbp` Gbp of 100 bp reads simulated from the genome-scale proxy of `proxy_gbp` Gbp
+    (scripts/genome_proxy.py --reads: recipe human, seed 11; the proxy's FASTA is written beside it), and
+    its gzip, made once in workdir."""
+    out = Path(workdir) / f"proxy{proxy_gbp:g}_reads_{gbp:g}gbp.fq"
     if not out.exists():
-        subprocess.run([sys.executable, str(ROOT / "scripts" / "genome_proxy.py"), str(out), "--gbp", f"{gbp:g}",
-                        "--quiet"], check=True)
-    return out
+        subprocess.run([sys.executable, str(ROOT / "scripts" / "genome_proxy.py"),
+                        str(Path(workdir) / f"proxy_{proxy_gbp:g}gbp.fa"), "--gbp", f"{proxy_gbp:g}",
+                        "--reads", str(int(round(gbp * 1e9 / READ_LENGTH))), "--length", str(READ_LENGTH),
+                        "--reads-out", str(out), "--quiet"], check=True)
+    return gzip_of(out) if gzipped else out
 
 
-def simulated_reads(gbp, workdir, gzipped, genome=None, label="chr20"):
-    """A FASTQ of `gbp` Gbp of 100 bp reads of `genome` (chr20 by default; named by `label`) and its gzip,
-    made once in workdir: chunks of 1 M reads by scripts/simulate_reads.py, seed 11 + chunk, in parallel
-    processes (each holds the genome: about a byte a base), concatenated in chunk order."""
-    genome = genome or INPUTS["chr20"]
-    out = Path(workdir) / f"{label}_reads_{gbp:g}gbp.fq"
+def simulated_reads(gbp, workdir, gzipped):
+    """A FASTQ of `gbp` Gbp of 100 bp chr20 reads and its gzip, made once in workdir: chunks of 1 M reads by
+    scripts/simulate_reads.py, seed 11 + chunk, in parallel processes (each holds chr20), concatenated in
+    chunk order."""
+    genome = INPUTS["chr20"]
+    out = Path(workdir) / f"chr20_reads_{gbp:g}gbp.fq"
     if not out.exists():
         reads = int(round(gbp * 1e9 / READ_LENGTH))
         sizes = [min(CHUNK_READS, reads - start) for start in range(0, reads, CHUNK_READS)]
@@ -108,8 +112,11 @@ def simulated_reads(gbp, workdir, gzipped, genome=None, label="chr20"):
                     shutil.copyfileobj(chunk, f, 1 << 24)
                 name.unlink()
         os.replace(f"{out}.part", out)
-    if not gzipped:
-        return out
+    return gzip_of(out) if gzipped else out
+
+
+def gzip_of(out):
+    """`out`.gz (level 1, isal on every core), made once."""
     gz = Path(f"{out}.gz")
     if not gz.exists():
         from isal import igzip_threaded
@@ -244,10 +251,9 @@ def main():
                 inputs.append((f"chr20 reads {gbp:g} Gbp{' gz' if fmt == 'gz' else ''}",
                                simulated_reads(gbp, workdir, fmt == "gz")))
         for gbp in args.proxy_reads:
-            proxy = proxy_genome(args.proxy_gbp, workdir)
             for fmt in args.formats:
                 inputs.append((f"proxy {args.proxy_gbp:g} Gbp reads {gbp:g} Gbp{' gz' if fmt == 'gz' else ''}",
-                               simulated_reads(gbp, workdir, fmt == "gz", proxy, f"proxy{args.proxy_gbp:g}")))
+                               proxy_reads(gbp, args.proxy_gbp, workdir, fmt == "gz")))
         rows(inputs, args.k, tools, args, workdir)
         if args.kernels and "gkmap-cuda" in tools:
             print("\n| input | k | k-mers | sort+RLE ms | G k-mers/s | encode ms |\n|---|---|---|---|---|---|")
