@@ -11,7 +11,9 @@ into table bytes happen. counter.py drives either one through the same methods:
     merge(runs) -> run   runs held in memory merged into one (None where it would not fit the budget)
     encode(run, min_count) -> EncodedTable     the table's bins, bytes as store.py writes them
     encode_pieces(run, min_count, room)        the same as store.write_table's pieces, within `room` bytes
-    block_buffer         None, or the allocator of the one buffer every input block is read into
+    block_buffer         None, or the allocator of the buffers input blocks are read into, in turn (cuda:
+                         pin_blocks(block_bytes) allocates them first, in the thread with the device)
+    read_ahead           how many blocks the counter's reading thread may read ahead of add()
     merge_pieces         None, or (runs, min_count, room, spilled tables, host bytes) -> EncodedTables of bin
                          ranges: the merge where merge() gives None or runs were spilled
     memory_run(run)      (cpu) the run as a merge input (read_bin), when runs were spilled
@@ -115,6 +117,7 @@ class CpuBackend:
     merge_pieces = None  # runs are always merged in memory (merge); spilled ones bin by bin (merge.py)
 
     fixed_bytes = 0  # no buffer allocated ahead: a block's pieces are its own arrays
+    read_ahead = 2   # text blocks read ahead of add() by the counter's reading thread
 
     @staticmethod
     def bytes_per_kmer(channels):

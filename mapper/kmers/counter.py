@@ -89,14 +89,18 @@ class KmerCounter:
 
     def add_files(self, paths):
         start = time.perf_counter()
-        # The cuda backend reads every block into its one pinned buffer with the reading threads: no reading
-        # ahead, the buffer is reused (reading.py). The cpu backend parses a block in its pool after add()
-        # returns: fresh buffers, read ahead by one thread beside the pool (reading threads only took cores
-        # from the pool: 2-core development machine, 1 M reads, k 31, medians 3.63 s with two reading
-        # threads, 3.31 s with the one, 3.39 s for ffa7791's reader).
+        # Blocks are read by a thread `read_ahead` blocks ahead of add(). The cuda backend's blocks go into
+        # its pinned buffers in turn (read_ahead + 2 of them: the one add() uploads, those queued, the one
+        # being read), each read by the reading threads (reading.py); the reading of a block then overlaps
+        # the GPU's work on the one before. The cpu backend parses a block in its pool after add() returns:
+        # fresh buffers, read by the one thread (reading threads only took cores from the pool: 2-core
+        # development machine, 1 M reads, k 31, medians 3.63 s with two reading threads, 3.31 s with the
+        # one, 3.39 s for ffa7791's reader).
         reused = self.backend.block_buffer
+        if reused:
+            self.backend.pin_blocks(self.block_bytes)
         source = blocks(paths, self.block_bytes, reused or fresh_buffer, parallel=bool(reused))
-        for block in (source if reused else prefetch(source)):
+        for block in prefetch(source, self.backend.read_ahead):
             self.backend.add(block)
             if self.backend.buffered >= self._room() and self.backend.settle() >= self._room():
                 self._reduce()

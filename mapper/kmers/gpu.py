@@ -33,6 +33,7 @@ from mapper.device.cuda import CONTEXT
 from mapper.errors import UsageError
 from mapper.kmers.binning import bin_bits, shift_of
 from mapper.kmers.fasta import CODE_ODD, CODE_SKIP, general_codes
+from mapper.kmers import layout
 from mapper.kmers.layout import STAGES, encode_table
 from mapper.kmers.workers import pool
 
@@ -102,7 +103,9 @@ class CudaKernels:
         buffer = self.staging[slot]
         if buffer is None or len(buffer) < nbytes:
             self.staging[slot] = None  # the old one goes first
-            buffer = self.staging[slot] = cuda.pagelocked(nbytes)
+            # a group's size at least (groups are at most GROUP_BYTES but for one larger bin): a pinned
+            # allocation costs ~9 ms, and growing to each larger group took 13 of them for a 1 Gbp count
+            buffer = self.staging[slot] = cuda.pagelocked(max(nbytes, layout.GROUP_BYTES))
         if nbytes:
             self.drv.memcpy_dtoh(buffer[:nbytes], int(pointer))
         return buffer[:nbytes]
@@ -307,7 +310,8 @@ class CudaBackend:
         self.occurrences = 0  # k-mers extracted so far
         self.tail_codes = cuda.scratch(max(self.k - 1, 1))  # the last k - 1 codes of the previous block
         self.tail_length = 0
-        self.pinned = None    # the host buffer input blocks are read into (block_buffer)
+        self.pinned = [None] * (self.read_ahead + 2)  # host buffers input blocks are read into (block_buffer)
+        self.pinned_at = 0
 
     @property
     def buffered(self):
@@ -318,15 +322,26 @@ class CudaBackend:
 
     # ---- phase 1: blocks -> keys ----------------------------------------------------------------------
 
+    read_ahead = 1  # blocks the counter's reading thread may be ahead of add()
+
+    def pin_blocks(self, block_bytes):
+        """Allocate the page-locked host buffers that input blocks of about `block_bytes` are read into
+        (block_buffer), here, in the thread that holds the CUDA context: the reading thread that fills them
+        has none. Room for a block's carried partial record comes on top."""
+        self.pinned = [cuda.pagelocked(block_bytes + block_bytes // 8 + (1 << 16))
+                       for _ in range(self.read_ahead + 2)]
+
     def block_buffer(self, size):
-        """The page-locked host buffer every input block is read into (reading.blocks' `allocate`): uploads
-        from it need no staging by the driver (52 GB/s on the H100 machine, against 2.3 GB/s from a fresh
-        pageable buffer). One buffer for every block (grown when a block needs more): add() has uploaded a
-        block, with synchronous copies, before the counter asks for the next."""
-        if self.pinned is None or len(self.pinned) < size:
-            self.pinned = None  # the old one goes first
-            self.pinned = cuda.pagelocked(size)
-        return self.pinned
+        """The next of the page-locked buffers input blocks are read into (reading.blocks' `allocate`, called
+        by the counter's reading thread): uploads from them need no staging by the driver (52 GB/s on the H100
+        machine, against 2.3 GB/s from a fresh pageable buffer). read_ahead + 2 buffers in turn: one whose
+        block add() uploads, read_ahead queued, one being read (counter.add_files); add() has uploaded a
+        block, with synchronous copies, before the counter takes the next one. A block longer than the
+        buffers (one record longer than a block) gets pageable memory of its own."""
+        slot = self.pinned_at = (self.pinned_at + 1) % len(self.pinned)
+        if self.pinned[slot] is None or len(self.pinned[slot]) < size:
+            return np.empty(size, dtype=np.uint8)
+        return self.pinned[slot]
 
     def _codes_of_text(self, block, out):
         """Parse a FASTA text block on the device into `out` (device uint8); returns the number of codes."""
