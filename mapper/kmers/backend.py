@@ -8,11 +8,12 @@ into table bytes happen. counter.py drives either one through the same methods:
     settle() -> n        the exact number of k-mers in the buffer (waits for work in flight)
     reduce() -> run      sort + run-length encoding of the buffer (emptied): distinct keys and counts
     keep(run)            a (small) run back into the buffer, its counts as weights
-    merge(runs) -> run   runs held in memory merged into one (None where it would not fit the budget)
+    merge(runs, limit) -> run   runs held in memory merged into one (None where it would not fit the budget)
     encode(run, min_count) -> EncodedTable     the table's bins, bytes as store.py writes them
     encode_pieces(run, min_count, room)        the same as store.write_table's pieces, within `room` bytes
-    block_buffer         None, or the allocator of the buffers input blocks are read into, in turn (cuda:
-                         pin_blocks(block_bytes) allocates them first, in the thread with the device)
+    block_buffer         None, or the allocator of the buffers input blocks are read into (cuda:
+                         pin_blocks(block_bytes) allocates them first, in the thread with the device;
+                         release(data) frees one again)
     read_ahead           how many blocks the counter's reading thread may read ahead of add()
     merge_pieces         None, or (runs, min_count, room, spilled tables, host bytes) -> EncodedTables of bin
                          ranges: the merge where merge() gives None or runs were spilled
@@ -200,9 +201,9 @@ class CpuBackend:
         bounds = np.concatenate(([0], np.cumsum([len(counts) for _, counts in run.bins])))
         self.pieces, self.buffered = [_done((keys, bounds, counts))], len(counts)
 
-    def merge(self, runs):
+    def merge(self, runs, limit=None):
         """Runs held in memory merged bin by bin (their counts as weights), a task per bin; each bin of the
-        inputs is let go once merged, so the peak is the runs plus one bin."""
+        inputs is let go once merged, so the peak is the runs plus one bin (`limit` is the cuda backend's)."""
         def merge_bin(b):
             parts = [run.bins[b] for run in runs]
             for run in runs:

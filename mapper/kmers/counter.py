@@ -90,21 +90,34 @@ class KmerCounter:
     def add_files(self, paths):
         start = time.perf_counter()
         # Blocks are read by a thread `read_ahead` blocks ahead of add(). The cuda backend's blocks go into
-        # its pinned buffers in turn (read_ahead + 2 of them: the one add() uploads, those queued, the one
-        # being read), each read by the reading threads (reading.py); the reading of a block then overlaps
-        # the GPU's work on the one before. The cpu backend parses a block in its pool after add() returns:
+        # its free pinned buffers (read_ahead + 2 of them: the one add() uploads, those queued, the one
+        # being read; released once add() is done), each read by the reading threads (reading.py); the
+        # reading of a block then overlaps the GPU's work on the one before. The buffer is reduced before
+        # a block that could take it past the room, so a sort never holds more than the room's k-mers.
+        # The cpu backend parses a block in its pool after add() returns:
         # fresh buffers, read by the one thread (reading threads only took cores from the pool: 2-core
         # development machine, 1 M reads, k 31, medians 3.63 s with two reading threads, 3.31 s with the
         # one, 3.39 s for ffa7791's reader).
         reused = self.backend.block_buffer
         if reused:
             self.backend.pin_blocks(self.block_bytes)
-        source = blocks(paths, self.block_bytes, reused or fresh_buffer, parallel=bool(reused))
+            source = blocks(paths, self.block_bytes, reused, True, self.backend.release)
+        else:
+            source = blocks(paths, self.block_bytes, fresh_buffer, False)
         for block in prefetch(source, self.backend.read_ahead):
-            self.backend.add(block)
-            if self.backend.buffered >= self._room() and self.backend.settle() >= self._room():
+            if self._full(block.max_bases):
                 self._reduce()
+            self.backend.add(block)
+            if reused:
+                self.backend.release(block.data)
         self.stats.phases["reading"] = time.perf_counter() - start
+
+    def _full(self, coming):
+        """Whether `coming` more k-mers (at most) could take the buffer past its room: it is then reduced
+        first (`buffered` is a bound on the cpu backend; settle() makes it exact). An empty buffer takes
+        any block."""
+        buffered = self.backend.buffered
+        return buffered > 0 and buffered + coming > self._room() and self.backend.settle() + coming > self._room()
 
     def _reduce(self):
         """The full buffer sorted into a run, which is kept in the buffer, held, or spilled with the held
@@ -117,7 +130,8 @@ class KmerCounter:
         # spilled only when the sort's room would fall under an eighth: runs held on the GPU are merged there,
         # spilled ones are read back, decoded and uploaded (10 Gbp of reads, one H100: a quarter spilled them
         # and took 37.03 s, merging 23.37 s of it)
-        if 8 * self._held_bytes() > 7 * (self.memory - self.backend.fixed_bytes):
+        # and when the room would not take a whole block (a sort then holds at most the room's k-mers)
+        if 8 * self._held_bytes() > 7 * (self.memory - self.backend.fixed_bytes) or self._room() < self.block_bytes:
             while self.held:  # each goes once written, so the next one's encoding has its room
                 self._spill(self.held[-1])
                 self.held.pop()
@@ -139,7 +153,7 @@ class KmerCounter:
         runs = self.held + [self.backend.reduce()]
         self.held = []
         if len(runs) > 1 and not self.spilled:
-            merged = self.backend.merge(runs)  # None where the backend cannot do it within the budget
+            merged = self.backend.merge(runs, self._room([]))  # None where the budget cannot take it
             runs = runs if merged is None else [merged]
         self.stats.occurrences = self.backend.occurrences
         self.stats.phases["sorting"] = time.perf_counter() - clock

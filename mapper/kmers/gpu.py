@@ -11,7 +11,7 @@ on first use, or a layer that tests inject with mapper.device.using):
 
 `CudaBackend` has the contract of backend.CpuBackend (add / reduce / keep / merge / encode), so counter.py
 does not know where it runs, and its tables are byte-identical to the cpu backend's; it also reads the
-input into its pinned buffer (block_buffer) and merges what does not fit its buffer a range of bins at a
+input into its pinned buffers (block_buffer) and merges what does not fit its buffer a range of bins at a
 time on the device (merge_pieces: runs held on the device and runs spilled to disk alike).
 `CudaKernels.sort_count(keys, weights)` is count.sort_count on the GPU for host arrays: the tests' way
 to the sort + RLE that reduce() runs.
@@ -24,6 +24,7 @@ counts are uint32: one sort takes fewer than 2^32 keys. Host syncs: one small re
 bytes and k-mers it kept) and per run (how many distinct k-mers, the bin totals).
 """
 import logging
+import queue
 import time
 
 import numpy as np
@@ -33,7 +34,7 @@ from mapper.device.cuda import CONTEXT
 from mapper.errors import UsageError
 from mapper.kmers.binning import bin_bits, shift_of
 from mapper.kmers.fasta import CODE_ODD, CODE_SKIP, general_codes
-from mapper.kmers import layout
+from mapper.kmers import layout as table_layout
 from mapper.kmers.layout import STAGES, encode_table
 from mapper.kmers.workers import pool
 
@@ -105,7 +106,7 @@ class CudaKernels:
             self.staging[slot] = None  # the old one goes first
             # a group's size at least (groups are at most GROUP_BYTES but for one larger bin): a pinned
             # allocation costs ~9 ms, and growing to each larger group took 13 of them for a 1 Gbp count
-            buffer = self.staging[slot] = cuda.pagelocked(max(nbytes, layout.GROUP_BYTES))
+            buffer = self.staging[slot] = cuda.pagelocked(max(nbytes, table_layout.GROUP_BYTES))
         if nbytes:
             self.drv.memcpy_dtoh(buffer[:nbytes], int(pointer))
         return buffer[:nbytes]
@@ -310,8 +311,8 @@ class CudaBackend:
         self.occurrences = 0  # k-mers extracted so far
         self.tail_codes = cuda.scratch(max(self.k - 1, 1))  # the last k - 1 codes of the previous block
         self.tail_length = 0
-        self.pinned = [None] * (self.read_ahead + 2)  # host buffers input blocks are read into (block_buffer)
-        self.pinned_at = 0
+        self.pinned = {}  # address -> page-locked buffer that input blocks are read into (pin_blocks)
+        self.free = None  # those not in use (block_buffer, release)
 
     @property
     def buffered(self):
@@ -328,20 +329,36 @@ class CudaBackend:
         """Allocate the page-locked host buffers that input blocks of about `block_bytes` are read into
         (block_buffer), here, in the thread that holds the CUDA context: the reading thread that fills them
         has none. Room for a block's carried partial record comes on top."""
-        self.pinned = [cuda.pagelocked(block_bytes + block_bytes // 8 + (1 << 16))
-                       for _ in range(self.read_ahead + 2)]
+        self.free = queue.SimpleQueue()
+        for _ in range(self.read_ahead + 2):
+            buffer = cuda.pagelocked(block_bytes + block_bytes // 8 + (1 << 16))
+            self.pinned[buffer.ctypes.data] = buffer
+            self.free.put(buffer)
 
     def block_buffer(self, size):
-        """The next of the page-locked buffers input blocks are read into (reading.blocks' `allocate`, called
-        by the counter's reading thread): uploads from them need no staging by the driver (52 GB/s on the H100
-        machine, against 2.3 GB/s from a fresh pageable buffer). read_ahead + 2 buffers in turn: one whose
-        block add() uploads, read_ahead queued, one being read (counter.add_files); add() has uploaded a
-        block, with synchronous copies, before the counter takes the next one. A block longer than the
-        buffers (one record longer than a block) gets pageable memory of its own."""
-        slot = self.pinned_at = (self.pinned_at + 1) % len(self.pinned)
-        if self.pinned[slot] is None or len(self.pinned[slot]) < size:
+        """A free page-locked buffer for the next input block (reading.blocks' `allocate`, called by the
+        counter's reading thread): uploads from it need no staging by the driver (52 GB/s on the H100
+        machine, against 2.3 GB/s from a fresh pageable buffer). read_ahead + 2 of them: one whose block
+        add() uploads, read_ahead queued, one being read; a buffer is free again once `release`d (by the
+        counter after add(), by the reader when it let it go without a block). Where none is free, or the
+        block is longer than the buffers, the block gets pageable memory of its own: never a wait, and
+        never a buffer still in use."""
+        try:
+            buffer = self.free.get_nowait()
+        except queue.Empty:
             return np.empty(size, dtype=np.uint8)
-        return self.pinned[slot]
+        if len(buffer) < size:
+            self.free.put(buffer)
+            return np.empty(size, dtype=np.uint8)
+        return buffer
+
+    def release(self, data):
+        """`data` (a block's bytes, or a buffer from block_buffer) is done with: the pinned buffer it starts
+        is free again (other memory is left to the garbage collector)."""
+        if len(data):
+            buffer = self.pinned.get(np.frombuffer(data, dtype=np.uint8).ctypes.data)
+            if buffer is not None:
+                self.free.put(buffer)
 
     def _codes_of_text(self, block, out):
         """Parse a FASTA text block on the device into `out` (device uint8); returns the number of codes."""
@@ -501,10 +518,11 @@ class CudaBackend:
             at += len(counts)
         self.n = self.weighted = total
 
-    def merge(self, runs):
-        """Runs held on the device merged by one weighted sort + RLE in the buffer, when they fit in it
-        (the budget sized it); else None (counter.py then asks for merge_pieces)."""
-        if sum(run.runs for run in runs) > self.stride:
+    def merge(self, runs, limit):
+        """Runs held on the device merged by one weighted sort + RLE in the buffer, when their k-mers are at
+        most `limit` (what the budget gives the sort once the runs are let go); else None (counter.py then
+        asks for merge_pieces)."""
+        if sum(run.runs for run in runs) > min(limit, self.stride):
             return None
         self._load([(run, 0, run.runs) for run in runs])
         runs.clear()  # their device memory goes before the sort takes its own
@@ -540,6 +558,7 @@ class CudaBackend:
                        list(pool().map(lambda item: item[0].read_bin(item[1]), spilled)))
             merged = self.reduce()
             yield from self.encode_pieces(merged, min_count, room - (8 * self.C + 8) * merged.runs)
+            del merged  # before the next range is loaded and sorted
 
     # ---- run -> table bytes ---------------------------------------------------------------------------
 

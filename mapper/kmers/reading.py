@@ -26,9 +26,10 @@ at 1.5 GB/s in all); a compressed one through xopen (ISA-L decompresses in a thr
 newlines counted by the same threads afterwards. Without `parallel` the calling thread does it all.
 
 Each block's buffer comes from `allocate(size)`: by default a fresh numpy array (the cpu backend still holds a
-block's text while its pool parses it); the cuda backend passes its pinned buffer, which is reused for
-every block (it is done with a block when it asks for the next: its uploads are synchronous), so that the
-upload to the GPU runs at the bus's speed instead of through the driver's pageable staging.
+block's text while its pool parses it); the cuda backend passes the allocator of its pinned buffers, so
+that the upload to the GPU runs at the bus's speed instead of through the driver's pageable staging. A
+buffer that is let go without a block made of it (it had to grow to hold one whole line or record, or
+the file ended) is handed to `release`; one that a block is made of is the consumer's to release.
 
 Format errors are one-line InputErrors naming the file and line. An empty file is valid input and holds no
 k-mers (as for jellyfish).
@@ -249,7 +250,7 @@ def _newline_back(buffer, end, count):
         window *= 2
 
 
-def _text_blocks(source, head, path, block_bytes, allocate):
+def _text_blocks(source, head, path, block_bytes, allocate, release):
     """Blocks of whole lines of a file whose first bytes (already read) are `head`. Each block is read into
     its buffer behind the partial line left by the block before, and handed on as a memoryview: no copy of
     the text is made here."""
@@ -263,11 +264,13 @@ def _text_blocks(source, head, path, block_bytes, allocate):
             yield Block(memoryview(buffer)[:cut], True, carry, path, offset)
             offset, carry = offset + cut, True
         pending = buffer[cut:end].tobytes()
+        if not cut:
+            release(buffer)
         if at_end:
             return
 
 
-def _fastq_blocks(source, head, path, block_bytes, allocate):
+def _fastq_blocks(source, head, path, block_bytes, allocate, release):
     """Blocks of whole FASTQ records of a file (first bytes `head`): cut after the last newline whose
     number, from the block's start, is a multiple of four (the newlines of the bytes the block before left
     over are that block's count modulo four)."""
@@ -288,6 +291,8 @@ def _fastq_blocks(source, head, path, block_bytes, allocate):
             yield Block(memoryview(buffer)[:cut], False, False, path, is_fastq=True, line=line)
             line += lines
         pending = buffer[cut:end].tobytes()
+        if not cut:
+            release(buffer)
         if at_end:
             return
 
@@ -342,10 +347,10 @@ def _record_blocks(path, block_bytes):
         yield Block(_codes(batch), False, False, path)
 
 
-def blocks(paths, block_bytes, allocate=fresh_buffer, parallel=True):
+def blocks(paths, block_bytes, allocate=fresh_buffer, parallel=True, release=lambda buffer: None):
     """Yield the Blocks of every file of `paths`, in order, each text block in a buffer from
-    `allocate(size)` (module docstring: a consumer that passes a buffer it reuses is done with a block when
-    it asks for the next); `parallel`: read with the reading threads, else in the calling thread alone."""
+    `allocate(size)`; a buffer let go without a block goes to `release(buffer)` (module docstring);
+    `parallel`: read with the reading threads, else in the calling thread alone."""
     for path in map(os.fspath, paths):
         if not os.path.isfile(path):
             raise InputError(path, "no such file")
@@ -356,10 +361,10 @@ def blocks(paths, block_bytes, allocate=fresh_buffer, parallel=True):
                 first = np.empty(1, np.uint8)
                 head = first[:source.fill(first, False)[0]].tobytes()
                 if head == b">":
-                    yield from _text_blocks(source, head, path, block_bytes, allocate)
+                    yield from _text_blocks(source, head, path, block_bytes, allocate, release)
                     continue
                 if head == b"@":
-                    yield from _fastq_blocks(source, head, path, block_bytes, allocate)
+                    yield from _fastq_blocks(source, head, path, block_bytes, allocate, release)
                     continue
         except UNREADABLE as e:
             raise stream_error(path, e) from None
