@@ -255,10 +255,12 @@ def test_stale_temporary_items_of_dead_processes_are_removed(data, tmp_path):
     assert sorted(os.listdir(tmp_path)) == sorted(kept + ["idx", "out.sam"])
 
 
-def test_stale_kmer_runs_of_a_killed_count_are_removed(data, tmp_path):
+def test_stale_kmer_runs_of_a_killed_count_are_removed(data, tmp_path, monkeypatch):
     """A killed `gkmap kmers count` leaves its spilled runs in a PID@HOST folder; the next count that
     spills removes it (and leaves a live process's folder alone)."""
     from mapper.kmers.counter import count_kmers
+    monkeypatch.setattr("mapper.kmers.counter.MIN_CAPACITY", 1 << 9)  # small blocks, a small buffer: runs spill
+    monkeypatch.setattr("mapper.kmers.counter.MAX_BLOCK_BYTES", 2048)
     dead = _dead_pid()
     stale, live = tmp_path / f"gkmap-kmers-{dead}@{HOST}-ab12", tmp_path / f"gkmap-kmers-{os.getpid()}@{HOST}-cd34"
     for folder in (stale, live):
