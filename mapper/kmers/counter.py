@@ -92,12 +92,11 @@ class KmerCounter:
         # Blocks are read by a thread `read_ahead` blocks ahead of add(). The cuda backend's blocks go into
         # its free pinned buffers (read_ahead + 2 of them: the one add() uploads, those queued, the one
         # being read; released once add() is done), each read by the reading threads (reading.py); the
-        # reading of a block then overlaps the GPU's work on the one before. The buffer is reduced before
+        # reading of a block then overlaps the GPU's work on the one before. The cpu backend parses a block
+        # in its pool after add() returns: fresh buffers, read by the one thread (reading threads only took
+        # cores from the pool: 2-core development machine, 1 M reads, k 31, medians 3.63 s with two
+        # reading threads, 3.31 s with the one, 3.39 s for ffa7791's reader). The buffer is reduced before
         # a block that could take it past the room, so a sort never holds more than the room's k-mers.
-        # The cpu backend parses a block in its pool after add() returns:
-        # fresh buffers, read by the one thread (reading threads only took cores from the pool: 2-core
-        # development machine, 1 M reads, k 31, medians 3.63 s with two reading threads, 3.31 s with the
-        # one, 3.39 s for ffa7791's reader).
         reused = self.backend.block_buffer
         if reused:
             self.backend.pin_blocks(self.block_bytes)
@@ -127,10 +126,10 @@ class KmerCounter:
             self.backend.keep(run)
             return
         self.held.append(run)
-        # spilled only when the sort's room would fall under an eighth: runs held on the GPU are merged there,
-        # spilled ones are read back, decoded and uploaded (10 Gbp of reads, one H100: a quarter spilled them
-        # and took 37.03 s, merging 23.37 s of it)
-        # and when the room would not take a whole block (a sort then holds at most the room's k-mers)
+        # Held runs are spilled when they would leave the sort under an eighth of what the buffer leaves, or
+        # a room that does not take a whole block. Not sooner: runs held on the GPU are merged there, spilled
+        # ones are read back, decoded and uploaded (10 Gbp of reads, one H100: spilling at a quarter took
+        # 37.03 s, 23.37 s of it merging; at an eighth 14.87 s, nothing spilled).
         if 8 * self._held_bytes() > 7 * (self.memory - self.backend.fixed_bytes) or self._room() < self.block_bytes:
             while self.held:  # each goes once written, so the next one's encoding has its room
                 self._spill(self.held[-1])

@@ -276,7 +276,8 @@ class CudaBackend:
 
     @staticmethod
     def slot_bytes(channels):
-        """A slot of the buffer, allocated for the whole count: its key (8 C) and weight (8)."""
+        """A k-mer with its count: a slot of the buffer (key and weight, allocated for the whole count), a
+        k-mer of a run, or of a spilled bin decoded on the host (8 C + 8)."""
         return 8 * channels + 8
 
     @staticmethod
@@ -548,7 +549,7 @@ class CudaBackend:
         (--memory) bounds the decoded bins of a range."""
         limit = max(room // self.work_bytes(self.C), 1)
         if tables and host_bytes is not None:
-            limit = min(limit, max(host_bytes // (8 * self.C + 8), 1))
+            limit = min(limit, max(host_bytes // self.slot_bytes(self.C), 1))
         bounds = [self._bin_bounds(run) for run in runs]  # per run, then per table: where each bin starts in it
         for table in tables:
             bounds.append(np.concatenate(([0], np.cumsum([entry[1] for entry in table.entries]))))
@@ -557,7 +558,7 @@ class CudaBackend:
             self._load([(run, int(b[first]), int(b[last])) for run, b in zip(runs, bounds)],
                        list(pool().map(lambda item: item[0].read_bin(item[1]), spilled)))
             merged = self.reduce()
-            yield from self.encode_pieces(merged, min_count, room - (8 * self.C + 8) * merged.runs)
+            yield from self.encode_pieces(merged, min_count, room - self.slot_bytes(self.C) * merged.runs)
             del merged  # before the next range is loaded and sorted
 
     # ---- run -> table bytes ---------------------------------------------------------------------------
