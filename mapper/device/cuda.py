@@ -14,6 +14,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
@@ -58,6 +59,16 @@ def cubin(source, defines, arch):
                                      *(f"-D{k}={v}" for k, v in defines), "-o", out, str(KERNEL_DIR / source)])
 
 
+_BUILT = [0.0]  # seconds this process has spent compiling kernels (build_seconds)
+
+
+def build_seconds():
+    """Seconds this process has spent compiling kernels so far (cache misses of `cached_build`, either layer):
+    a run's stage timer leaves them out of the stage that happened to compile first (pipeline.Counters),
+    so that a fresh machine's first run reports its stages as a warm run would, and the compiling apart."""
+    return _BUILT[0]
+
+
 def cached_build(source, defines, tool, suffix, command):
     """The bytes built from kernels/`source` by `command(output path)` (a compiler's argv), kept in an on-disk
     cache keyed by the sources (the .cu and every .cuh), the defines and `tool` (the compiler, its target),
@@ -74,7 +85,9 @@ def cached_build(source, defines, tool, suffix, command):
             return stored[:-32]
     with tempfile.TemporaryDirectory(prefix="gkmap-build-") as tmp:
         out = Path(tmp) / f"k{suffix}"
+        started = time.perf_counter()
         done = subprocess.run(command(str(out)), capture_output=True, text=True)
+        _BUILT[0] += time.perf_counter() - started
         if done.returncode:
             raise RuntimeError(f"could not compile kernels/{source}: {done.stderr.strip()}")
         binary = out.read_bytes()

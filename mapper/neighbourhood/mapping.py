@@ -17,7 +17,7 @@ from mapper.backends import get_backend
 from mapper.backends.base import Backend
 from mapper.neighbourhood import seeding
 from mapper.neighbourhood.index import open_index
-from mapper.pipeline import FILTER_MODES, Counters
+from mapper.pipeline import Counters, filter_setting
 from mapper.verify import Mappings
 
 VERIFY_CHUNK = 1 << 26  # candidate windows per verification call
@@ -65,9 +65,7 @@ def open_neighbourhood(opts):
     index = open_index(opts.reference, opts.seed_len, opts.nb_len, opts.spaced, opts.index_dir)
     backend = NeighbourhoodBackend(get_backend(opts.device, opts.threads, opts.memory), opts.step, opts.nb_errors,
                                    opts.lookup)
-    filter_mode = FILTER_MODES[opts.filter]
-    devices = dict(backend.devices, filter=backend.name if filter_mode else "none")
-    stages = ", ".join(f"{stage}: {devices[stage]}" for stage in ("seed", "filter", "verify"))
+    filter_mode, stages = filter_setting(opts.filter, backend)
     counters = Counters(stages=f"neighbourhood index, {opts.lookup} look-ups; {stages}")
     counters.times["load"] = time.perf_counter() - t
     return index, backend, filter_mode, counters

@@ -69,11 +69,10 @@ from mapper.backends import get_backend
 from mapper.cores import usable_cores
 from mapper.device import visible_gpus
 from mapper.errors import GkmapError, IndexFormatError, UsageError
-from mapper.filters.windows import MODES as FILTER_MODES
 from mapper.index import load_index, open_index, read_meta
 from mapper.jobs import job_for
 from mapper.outputs import BackgroundWriter
-from mapper.pipeline import Counters, progress_bar
+from mapper.pipeline import Counters, filter_setting, progress_bar
 from mapper.read_blocks import FastqBlocks, Unsure, read_chunks
 from mapper.reads import _UPPER, ReadBatch, _detect_format_from_name, prefetch, with_codes
 from mapper.render import MAX_WORKERS, HostWorkers, SpilledText
@@ -163,14 +162,12 @@ class IndexPlugin(WorkerPlugin):
             return
         self.index, self.backend = index, backend
         opts = self.opts
-        filter_mode = FILTER_MODES[opts.filter]
+        filter_mode, self.stages = filter_setting(opts.filter, backend)
         self.job = job_for(opts).attach(index, backend, filter_mode)
         # SAM rendering in processes of this worker (-t per worker, spawned above; inline in a daemonic
         # worker process, which may not start processes), from the first batch of any size
         self.renderer = self.job.render_host(opts.threads or 1, batch_size=1)
         self.renderer.adopt(pool)
-        devices = dict(backend.devices, filter=backend.name if filter_mode else "none")
-        self.stages = ", ".join(f"{stage}: {devices[stage]}" for stage in ("seed", "filter", "verify"))
 
     def teardown(self, worker):
         if getattr(self, "renderer", None) is not None:

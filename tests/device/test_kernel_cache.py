@@ -3,6 +3,7 @@
 a compile error names the kernel source."""
 import shutil
 import subprocess
+import sys
 
 import pytest
 
@@ -54,3 +55,20 @@ def test_compile_error_names_the_source(cache):
     with pytest.raises(RuntimeError, match=r"kernels/gather\.cu"):
         cuda.cubin("gather.cu", broken, "sm_90")
     assert not list(cache.glob("*.cubin"))
+
+
+def test_compile_seconds_leave_the_stage_that_compiled(cache):
+    """A stage that met a cache miss reports its own seconds, and the compiling under `compile` (a fresh
+    machine's first run would otherwise charge several seconds of nvcc to, say, the filter stage)."""
+    from mapper.pipeline import Counters
+
+    def slow_build(out):  # a stand-in compiler that takes 0.3 s
+        return [sys.executable, "-c", f"import time; time.sleep(0.3); open({out!r}, 'wb').write(b'bin')"]
+    counters = Counters()
+    with counters.timed("filter"):
+        assert cuda.cached_build("gather.cu", (("TEST", 1),), ("slow",), ".bin", slow_build) == b"bin"
+    compiled = counters.times["compile"]
+    assert compiled >= 0.3 and 0 <= counters.times["filter"] < 0.3
+    with counters.timed("verify"):  # a cache hit compiles nothing
+        assert cuda.cached_build("gather.cu", (("TEST", 1),), ("slow",), ".bin", slow_build) == b"bin"
+    assert counters.times["compile"] == compiled
