@@ -28,7 +28,7 @@ from mapper.verify import MAX_ENDS, Mappings, kernel_defines, verify as host_ver
 
 COLUMNS = (np.int32, np.int32, np.int64, np.int64)  # device candidates: row, contig, lo, hi
 COLUMN_BYTES = 24  # a device candidate's bytes
-BAND_CAPACITY = 1 << 25  # hits (band slots) per seeding launch; rows are launched in chunks that fit
+BAND_CAPACITY = 1 << 25  # hits (band slots) per seeding launch, and windows per verification part, at most
 SEGMENT = 1024  # slots of a row in which seed_segments looks for one place to cut it for chaining
 ROW_BLOCK = 16  # rows a host thread takes at a time in seed_place_rows: a repeat read's row costs thousands of
                 # others', so the usual blocks of 256 rows left threads idle beside the block that held it
@@ -37,9 +37,10 @@ RESERVE = 4 << 30  # without --gpu-memory: the device memory a batch's buffers k
 # working budget W = M / WORK_SHARE for a batch's buffers (at most RESERVE), the rest for the index and the
 # reference (in parts when they need more). W bounds the buffers through the sizes they are cut to:
 # a seeding launch's slots (SLOT_BYTES a slot while the chunk is placed and chained) and the verification
-# of one of its parts (VERIFY_BYTES a window) take a quarter of W each, and the candidates a row group
-# keeps until it is verified (24 bytes a window, fewer windows than seed hits) half of W: the batch is
-# seeded and verified in groups of reads whose seed hits fit (seeding.hit_groups), whatever they hit.
+# of one part of the candidates (VERIFY_BYTES a window; a part gathers the bands of consecutive launches,
+# _Parts) take a quarter of W each, and the candidates a row group keeps until it is verified (24 bytes a
+# window, fewer windows than seed hits) half of W: the batch is seeded and verified in groups of reads
+# whose seed hits fit (seeding.hit_groups), whatever they hit.
 WORK_SHARE = 5
 SLOT_BYTES = 64     # seed.cu's per-slot arrays (diagonals 13, hit k-mer 4, bands 20) and the band output 24
 VERIFY_BYTES = 160  # gather.cu windows 28, myers.cu outputs 8 + 12 a kept end (MAX_ENDS), found mappings
@@ -149,11 +150,12 @@ class CudaBackend(Backend):
         return groups
 
     def _capacity(self):
-        """Slots a seeding launch takes (and so windows a verification part holds)."""
+        """(slots a seeding launch takes, windows a verification part holds): a quarter of the working
+        budget each (see WORK_SHARE), at most BAND_CAPACITY."""
         if self._work is None:
-            return BAND_CAPACITY
-        cuda.trim_pool(self._work)  # what earlier groups left in the pool beyond the budget goes back
-        return max(1, min(BAND_CAPACITY, self._work // 4 // max(SLOT_BYTES, VERIFY_BYTES)))
+            return BAND_CAPACITY, BAND_CAPACITY
+        quarter = self._work // 4
+        return max(1, min(BAND_CAPACITY, quarter // SLOT_BYTES)), max(1, min(BAND_CAPACITY, quarter // VERIFY_BYTES))
 
     @property
     def _part(self):
@@ -213,8 +215,11 @@ class CudaBackend(Backend):
         # the counts of a run in parts add up to the one-part run's: k-mers and seeds once, hits per core
         stats = SeedStats(kmers=sel.n_kmers if first_part else 0, hits=int(hits.sum()),
                           seeds=sel.seeds if first_part else 0)
-        parts = []
-        for begin, end in _chunks(hits, self._capacity()):
+        if self._work is not None:
+            cuda.trim_pool(self._work)  # what earlier groups left in the pool beyond the budget goes back
+        launch_slots, part_windows = self._capacity()
+        parts = _Parts(part_windows, hits)
+        for begin, end in _chunks(hits, launch_slots):
             count = end - begin
             slot = np.concatenate([[0], np.cumsum(hits[begin:end])])
             capacity = int(slot[-1])
@@ -250,12 +255,10 @@ class CudaBackend(Backend):
             total = int(bands.sum())
             if not total:
                 continue
-            out = [cuda.scratch(4 * total), cuda.scratch(4 * total), cuda.scratch(8 * total), cuda.scratch(8 * total)]
             cuda.launch(kernel("seed_compact"), lanes, d_begin, cuda.scratch_copy(np.cumsum(bands) - bands),
                         cuda.scratch_copy(bands.astype(np.int32)), d_row, begin, n_segs, band_contig, band_lo, band_hi,
-                        *out)
-            parts.append((total, *out))
-        cands = DeviceCandidates(parts)
+                        *parts.room(total, end))
+        cands = DeviceCandidates(parts.done())
         stats.bands = len(cands)
         return cands, stats
 
@@ -307,7 +310,7 @@ class CudaBackend(Backend):
         genome, dev = self._resident_genome(reference), self._rows_on_device(rows)
         _, _, contig_starts, contig_ends = self._resident_index_of_reference(reference)
         parts = []
-        for n, row, contig, lo, hi in cands.parts:
+        for n, row, contig, lo, hi in _pieces(cands.parts, self._capacity()[1]):
             kept = cuda.scratch_copy(np.zeros(1, dtype=np.uint64))
             out = [cuda.scratch(size * n) for size in (4, 4, 8, 8)]
             cuda.launch(kernel, n, row, contig, lo, hi, n, dev.codes, dev.start, genome, contig_starts,
@@ -325,7 +328,7 @@ class CudaBackend(Backend):
         _, _, contig_starts, contig_ends = self._resident_index_of_reference(reference)
         width = L if mode == "faithful" else L + 3 * e
         keep = []
-        for n, row, contig, lo, hi in cands.parts:
+        for n, row, contig, lo, hi in _pieces(cands.parts, self._capacity()[1]):
             spans = [cuda.scratch(8 * n) for _ in range(5)]
             cuda.launch(cuda.function("gather.cu", "filter_spans"), n, row, contig, lo, hi, n, dev.start,
                         dev.length, dev.e, contig_starts, contig_ends, mode == "faithful", *spans)
@@ -356,7 +359,7 @@ class CudaBackend(Backend):
         genome, dev = self._resident_genome(reference), self._rows_on_device(rows)
         _, _, contig_starts, contig_ends = self._resident_index_of_reference(reference)
         found = [self._verify_part(rows, part, genome, dev, contig_starts, contig_ends, reference)
-                 for part in cands.parts]
+                 for part in _pieces(cands.parts, self._capacity()[1])]
         if not found:
             return host_verify(rows, cands.host, reference)
         return Mappings.concat(found)
@@ -457,6 +460,52 @@ class DeviceCandidates:
 
     def __getattr__(self, name):
         return getattr(self.host, name)
+
+
+class _Parts:
+    """The candidates of a seed() call as DeviceCandidates parts of up to `windows` candidates each: the bands
+    of consecutive seeding launches are compacted one after the other into a part's buffers, so that the
+    filter and the verifier run a few large launches instead of one per seeding launch (a 3.1 Gbp genome's
+    200,000 reads were seeded in 883 launches of ~300,000 windows: 883 verification parts at ~1.3 ms of
+    host work and synchronisation each, where the kernels took 0.5 s in all). A part is sized for what the
+    rows still to come can add (their hits bound their bands), so a small batch allocates little; a
+    launch with more bands than `windows` gets a part of its own, cut again where it is verified."""
+
+    def __init__(self, windows, hits):
+        self.windows, self.parts, self.open = windows, [], None
+        self.hits_after = np.cumsum(hits[::-1])[::-1]  # hits of the rows from each row on: a bound on their bands
+
+    def room(self, n, end):
+        """Device pointers (row, contig, lo, hi) where a launch's `n` bands go; `end`: the launch's rows end."""
+        if self.open is None or self.open[0] + n > self.open[1]:
+            self._close()
+            still = int(self.hits_after[end]) if end < len(self.hits_after) else 0
+            size = max(n, min(self.windows, n + still))
+            self.open = [0, size, [cuda.scratch(np.dtype(t).itemsize * size) for t in COLUMNS]]
+        used, _, bufs = self.open
+        self.open[0] += n
+        return [cuda.shifted(buf, -used * np.dtype(t).itemsize) for buf, t in zip(bufs, COLUMNS)]
+
+    def _close(self):
+        if self.open is not None and self.open[0]:
+            self.parts.append((self.open[0], *self.open[2]))
+        self.open = None
+
+    def done(self):
+        self._close()
+        return self.parts
+
+
+def _pieces(parts, most):
+    """The candidate parts as (n, row, contig, lo, hi) pieces of at most `most` candidates (pointers into the
+    parts' buffers): a part that one seeding launch filled beyond a verification part's size is cut here."""
+    for n, *bufs in parts:
+        for begin in range(0, n, most):
+            if begin == 0 and n <= most:
+                yield (n, *bufs)
+            else:
+                yield (min(most, n - begin), *(cuda.shifted(buf, -begin * np.dtype(t).itemsize)
+                                               for buf, t in zip(bufs, COLUMNS)))
 
 
 def _one_group(length, e):

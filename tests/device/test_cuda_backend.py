@@ -74,7 +74,8 @@ def test_gpu_memory_budget_maps_in_groups_and_chunks(backend, device_layer, monk
             runs.append((maps, counters.seeding, run.row_groups(rows, index), run))
     (whole, whole_stats, one, _), (bounded, bounded_stats, groups, run) = runs
     assert len(one) == 1 and len(groups) > 5 and run._work == 1 << 14
-    assert cuda_mapping.BAND_CAPACITY > run._capacity() > 10
+    launch_slots, part_windows = run._capacity()
+    assert cuda_mapping.BAND_CAPACITY > launch_slots > part_windows > 10
     order = lambda m: np.lexsort((m.edits, m.end, m.start, m.contig, m.row))
     for f in ("row", "contig", "start", "end", "edits"):
         assert np.array_equal(getattr(bounded, f)[order(bounded)], getattr(whole, f)[order(whole)]), f
@@ -128,6 +129,37 @@ def test_device_candidates_verified_in_place(backend, monkeypatch, index_dir, ca
         assert np.array_equal(getattr(got, f), getattr(want, f)), f
 
 
+@pytest.mark.parametrize("work", [None, 1 << 14], ids=["launches-of-60", "budget-16k"])
+def test_seeding_launches_fill_shared_parts(backend, monkeypatch, index_dir, work):
+    """The bands of many seeding launches are compacted into shared parts (fewer parts than launches, each
+    within a verification part's size unless one launch overfilled it), and a part larger than that size is
+    verified in pieces; candidates and loci are the numpy seeder's + edlib's. The 16 KiB budget makes parts
+    of 25 windows from launches of 64 slots, so some launches overfill their part."""
+    monkeypatch.setattr(cuda_mapping, "BAND_CAPACITY", 60)
+    backend._work = work
+    launches, cuts = [], []
+    chunks, pieces = cuda_mapping._chunks, cuda_mapping._pieces
+    monkeypatch.setattr(cuda_mapping, "_chunks", lambda hits, n: launches.extend(chunks(hits, n)) or launches)
+    monkeypatch.setattr(cuda_mapping, "_pieces", lambda parts, most: cuts.append(
+        (most, [p[0] for p in parts], list(pieces(parts, most)))) or cuts[-1][2])
+    index = load_index(SHIGELLA, index_dir(SHIGELLA))
+    batch, rows = batch_rows(READS / "shigella_dysenteriae_ERR6005894_R1.fastq.gz", 300, 6)
+    cands, _ = seed(rows, index)
+    dev, _ = backend.seed(rows, index)
+    launch_slots, part_windows = backend._capacity()
+    sizes = [p[0] for p in dev.parts]
+    assert len(launches) > 2 * len(sizes) > 2 and max(sizes) >= part_windows // 2
+    assert same(dev.host, cands)
+    got = select_loci(rows, backend.verify(rows, dev, index.reference), index.reference)
+    most, whole, cut = cuts[-1]
+    assert whole == sizes and all(p[0] <= most for p in cut) and sum(p[0] for p in cut) == len(cands)
+    if work:
+        assert max(sizes) > part_windows and len(cut) > len(sizes)  # a launch overfilled a part: cut in pieces
+    want = select_loci(rows, verify(rows, cands, index.reference), index.reference)
+    for f in ("row", "contig", "start", "end", "edits"):
+        assert np.array_equal(getattr(got, f), getattr(want, f)), f
+
+
 @pytest.mark.parametrize("mode", ["improved", "faithful"])
 @pytest.mark.parametrize("e", [None, 9])
 def test_gpu_filter_equals_cpu(backend, index_dir, mode, e):
@@ -146,7 +178,7 @@ def test_filter_on_device_candidates(backend, monkeypatch, index_dir, mode):
     """Seeding's candidates filtered where they are (one read length and e), compacted on the device and
     verified: the decisions are the cpu filter's and the loci those of the cpu backend's kept windows."""
     from mapper.backends.cpu import NumpyBackend
-    monkeypatch.setattr(cuda_mapping, "BAND_CAPACITY", 300)
+    monkeypatch.setattr(cuda_mapping, "BAND_CAPACITY", 50)  # parts of at most 50 windows
     index = load_index(SHIGELLA, index_dir(SHIGELLA))
     batch, rows = batch_rows(READS / "shigella_dysenteriae_ERR6005894_R1.fastq.gz", 300, 6)
     rows.length[:] = rows.length.min()  # one read length: the in-place path (reads are cut to it)
@@ -172,7 +204,7 @@ def test_fused_filter_and_compaction(backend, monkeypatch, index_dir, e, mode):
     gatekeeper_faithful_candidates): the same windows as the cpu filter keeps, in some order, and the same
     loci once verified."""
     from mapper.backends.cpu import NumpyBackend
-    monkeypatch.setattr(cuda_mapping, "BAND_CAPACITY", 300)
+    monkeypatch.setattr(cuda_mapping, "BAND_CAPACITY", 50)  # parts of at most 50 windows
     index = load_index(SHIGELLA, index_dir(SHIGELLA))
     batch, rows = batch_rows(READS / "shigella_dysenteriae_ERR6005894_R1.fastq.gz", 300, e)
     rows.length[:] = rows.length.min()
