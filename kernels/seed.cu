@@ -60,6 +60,12 @@
 #error "threads launched per row (the device layer's WARP) differ from LANES (common.cuh)"
 #endif
 
+#ifdef GKMAP_HOST
+#define PREFETCH(p) __builtin_prefetch(p)
+#else
+#define PREFETCH(p)
+#endif
+
 #define FLAG_N 1
 #define FLAG_CHOSEN 2
 #define FLAG_MARGIN 4 /* diag_flags: a hit in the margin of an index part (never a candidate) */
@@ -78,6 +84,8 @@ extern "C" __global__ void seed_select(
     const int k = nk[r];
     const long long first = kfirst[r];
     const uint8_t *row = codes + row_start[r];
+    /* keys first, each bucket's bound fetched early (on the host: a row's buckets are random cache and TLB
+     * misses, which the sizes' loop then finds in flight instead of waiting for one after the other) */
     for (int j = 0; j < k; ++j) {
         unsigned int key = 0;
         int has_n = 0;
@@ -86,10 +94,14 @@ extern "C" __global__ void seed_select(
             key = (key << 2) | (base & 3u);
             has_n |= base == CODE_N;
         }
+        PREFETCH(offsets + key);
         kmer_key[first + j] = key;
-        kmer_size[first + j] = has_n ? 0 : (long long)offsets[key + 1] - (long long)offsets[key];
         kmer_flags[first + j] = has_n ? FLAG_N : 0;
         kmer_row[first + j] = r;
+    }
+    for (int j = 0; j < k; ++j) {
+        const unsigned int key = kmer_key[first + j];
+        kmer_size[first + j] = kmer_flags[first + j] ? 0 : (long long)offsets[key + 1] - (long long)offsets[key];
     }
     /* cheap selection: rank by (size, j); the e+1 lowest ranks with a non-empty bucket are chosen */
     const int keep = row_e[r] + 1;
