@@ -413,9 +413,9 @@ class DeviceRows:
 
 class DeviceCandidates:
     """Candidates left in device memory by the seeding kernels, as parts (n, row int32, contig int32, lo int64,
-    hi int64), one per seeding launch, in row order (after the fused filter, in any order: verification
-    does not depend on it). A host stage reading .row/.contig/.lo/.hi (or any other
-    Candidates attribute) gets the host copy, fetched once."""
+    hi int64), each the bands of one or more consecutive seeding launches (_Parts), in row order (after the
+    fused filter, in any order: verification does not depend on it). A host stage reading .row/.contig/.lo/.hi
+    (or any other Candidates attribute) gets the host copy, fetched once."""
 
     def __init__(self, parts):
         self.parts = parts
