@@ -41,15 +41,9 @@
 #define OP_INS 2
 #define OP_DEL 3
 
-/* A record's reference span is a random place in the genome, a cache miss: on the host (one thread walks
- * the items in order) the span of the record AHEAD items on is fetched early. A GPU hides the latency by its
- * many threads instead. */
+/* A record's reference span is a random place in the genome, a cache miss: on the host the span of the
+ * record AHEAD items on is fetched early (PREFETCH, common.cuh). */
 #define AHEAD 8
-#ifdef GKMAP_HOST
-#define PREFETCH(p) __builtin_prefetch(p)
-#else
-#define PREFETCH(p)
-#endif
 
 /* A writer: with WRITE it puts bytes at p[n..], without it only counts them (n). */
 template <bool WRITE> struct Out {

@@ -60,12 +60,6 @@
 #error "threads launched per row (the device layer's WARP) differ from LANES (common.cuh)"
 #endif
 
-#ifdef GKMAP_HOST
-#define PREFETCH(p) __builtin_prefetch(p)
-#else
-#define PREFETCH(p)
-#endif
-
 #define FLAG_N 1
 #define FLAG_CHOSEN 2
 #define FLAG_MARGIN 4 /* diag_flags: a hit in the margin of an index part (never a candidate) */

@@ -472,24 +472,24 @@ class _Parts:
     launch with more bands than `windows` gets a part of its own, cut again where it is verified."""
 
     def __init__(self, windows, hits):
-        self.windows, self.parts, self.open = windows, [], None
+        self.windows, self.parts = windows, []
         self.hits_after = np.cumsum(hits[::-1])[::-1]  # hits of the rows from each row on: a bound on their bands
+        self.bufs, self.used, self.size = None, 0, 0  # the part being filled: its buffers, bands in, capacity
 
     def room(self, n, end):
         """Device pointers (row, contig, lo, hi) where a launch's `n` bands go; `end`: the launch's rows end."""
-        if self.open is None or self.open[0] + n > self.open[1]:
+        if self.used + n > self.size:
             self._close()
             still = int(self.hits_after[end]) if end < len(self.hits_after) else 0
-            size = max(n, min(self.windows, n + still))
-            self.open = [0, size, [cuda.scratch(np.dtype(t).itemsize * size) for t in COLUMNS]]
-        used, _, bufs = self.open
-        self.open[0] += n
-        return [cuda.shifted(buf, -used * np.dtype(t).itemsize) for buf, t in zip(bufs, COLUMNS)]
+            self.size = max(n, min(self.windows, n + still))
+            self.bufs = [cuda.scratch(np.dtype(t).itemsize * self.size) for t in COLUMNS]
+        at, self.used = self.used, self.used + n
+        return [cuda.shifted(buf, -at * np.dtype(t).itemsize) for buf, t in zip(self.bufs, COLUMNS)]
 
     def _close(self):
-        if self.open is not None and self.open[0]:
-            self.parts.append((self.open[0], *self.open[2]))
-        self.open = None
+        if self.used:
+            self.parts.append((self.used, *self.bufs))
+        self.bufs, self.used, self.size = None, 0, 0
 
     def done(self):
         self._close()
@@ -500,12 +500,12 @@ def _pieces(parts, most):
     """The candidate parts as (n, row, contig, lo, hi) pieces of at most `most` candidates (pointers into the
     parts' buffers): a part that one seeding launch filled beyond a verification part's size is cut here."""
     for n, *bufs in parts:
+        if n <= most:
+            yield (n, *bufs)
+            continue
         for begin in range(0, n, most):
-            if begin == 0 and n <= most:
-                yield (n, *bufs)
-            else:
-                yield (min(most, n - begin), *(cuda.shifted(buf, -begin * np.dtype(t).itemsize)
-                                               for buf, t in zip(bufs, COLUMNS)))
+            yield (min(most, n - begin), *(cuda.shifted(buf, -begin * np.dtype(t).itemsize)
+                                           for buf, t in zip(bufs, COLUMNS)))
 
 
 def _one_group(length, e):
