@@ -23,6 +23,7 @@ with their creator's PID (outputs.temp_prefix), and a later run removes those of
 """
 import collections
 import concurrent.futures
+import contextlib
 import multiprocessing
 import os
 import signal
@@ -321,15 +322,41 @@ PARENT_POLL_S = 0.5  # how often a worker checks that the main process is still 
 
 
 @contextmanager
-def _signals_blocked():
-    """Block the signals the main process handles while it may start processes (a pool starts them in
-    `submit`): a spawned process inherits the blocked set, so it never runs Python's SIGINT handler, even
-    while it imports."""
+def _signals_held():
+    """Around a pool's submit, which may start a process: the signals the main process handles are blocked,
+    so that a spawned process inherits them blocked and never runs Python's SIGINT handler, even while it
+    imports; and one that arrives anyway (delivered to another thread, Python runs the handler in the main
+    thread at its next instruction) is held until the pool's books are whole, then handled. A
+    KeyboardInterrupt halfway through submit could leave a started process the pool does not know of, which
+    nobody would end and the interpreter's exit would wait for, for ever."""
+    held = []
+    handlers = {}
+    if threading.current_thread() is threading.main_thread():
+        for signum in _SIGNALS:
+            handler = signal.getsignal(signum)
+            if callable(handler):
+                handlers[signum] = signal.signal(signum, lambda number, frame: held.append((number, frame)))
     old = signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS)
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)  # one still pending goes to its handler now
+        if held:
+            handlers[held[0][0]](*held[0])
+
+
+def end_pool(pool, abort=False):
+    """Shut a pool of render processes down. After the run's last job the workers finish what they hold;
+    on an error or a signal (`abort`) they are killed first: what they would render is no longer wanted,
+    and waiting for a busy worker would keep a Ctrl-C waiting too. (Killed, not terminated: they run with
+    the signals blocked. `_processes` is CPython's table of a pool's processes.)"""
+    if abort:
+        for process in list((pool._processes or {}).values()):
+            with contextlib.suppress(OSError, ValueError):
+                process.kill()
+    pool.shutdown(cancel_futures=True)
 
 
 def _watch_parent(parent):
@@ -390,7 +417,7 @@ class HostWorkers:
         if workers == 1 or multiprocessing.current_process().daemon:
             return None
         pool = _new_pool(workers)
-        with _signals_blocked():
+        with _signals_held():
             for _ in range(workers):  # a spawn pool starts a process per job submitted while none is idle
                 pool.submit(_warm)
         return pool
@@ -418,7 +445,7 @@ class HostWorkers:
         if self._tmp is None:
             self._start()
         path, layout = _write_batch(self._spill.name, batch, rows.e[:len(batch)], maps)
-        with _signals_blocked():
+        with _signals_held():
             futures = [self._pool.submit(_render_job, self._tmp.name, path, layout, batch.first, a, b, self.options,
                                          self._spill.name)
                        for a, b in _slice_bounds(len(batch), self.workers, maps.row)]
@@ -435,7 +462,7 @@ class HostWorkers:
             return
         if self._tmp is None:
             self._start()
-        with _signals_blocked():
+        with _signals_held():
             future = self._pool.submit(_call_job, self._tmp.name, function, args)
         self._pending.append((key, "", [future]))
 
@@ -466,9 +493,11 @@ class HostWorkers:
                 os.unlink(path)
             yield batch, results
 
-    def close(self):
+    def close(self, abort=False):
+        """End the processes (`abort`: kill them, the run failed or was interrupted) and remove the
+        temporary folders."""
         if self._pool is not None:
-            self._pool.shutdown(cancel_futures=True)
+            end_pool(self._pool, abort)
             self._pool = None
         for tmp in (self._tmp, self._spill):
             if tmp is not None:
@@ -478,6 +507,6 @@ class HostWorkers:
     def __enter__(self):
         return self
 
-    def __exit__(self, *exc):
-        self.close()
+    def __exit__(self, kind, error, trace):
+        self.close(abort=kind is not None)
         return False

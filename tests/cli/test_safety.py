@@ -335,7 +335,19 @@ def _default_signals():
 def _start_map(data, out, threads, reads="many.fq"):
     argv = [sys.executable, "-m", "mapper", "map", "--quiet", "-t", str(threads), "--batch-size", "20000",
             "--index", str(data / "idx"), "-o", str(out / "out.sam"), str(data / "ref.fa"), str(data / reads)]
-    return subprocess.Popen(argv, cwd=ROOT, stderr=subprocess.PIPE, text=True, preexec_fn=_default_signals)
+    return subprocess.Popen(argv, cwd=ROOT, stderr=subprocess.PIPE, text=True, preexec_fn=_default_signals,
+                            env=dict(os.environ, PYTHONFAULTHANDLER="1"))
+
+
+def _ended(process, seconds=60):
+    """The stderr of `process` once it ends; one still running after `seconds` is made to show where each
+    of its threads waits (SIGABRT: Python's fault handler prints their tracebacks), and the test fails
+    with that."""
+    try:
+        return process.communicate(timeout=seconds)[1]
+    except subprocess.TimeoutExpired:
+        process.send_signal(signal.SIGABRT)
+        pytest.fail(f"still running {seconds} s later; its threads:\n{process.communicate()[1]}")
 
 
 def _started(process, out, threads):
@@ -361,7 +373,7 @@ def test_signal_ends_the_run_cleanly(data, tmp_path, threads, signum):
         os.killpg(process.pid, signum)
     else:
         process.send_signal(signum)
-    _, err = process.communicate(timeout=60)
+    err = _ended(process)
 
     assert process.returncode == 128 + signum, err
     word = "interrupted" if signum == signal.SIGINT else "terminated"
@@ -378,13 +390,13 @@ def test_sigkill_leftovers_do_not_disturb_the_next_run(data, tmp_path):
     _started(process, tmp_path, 4)
     assert _wait_until(lambda: len(_temporary_items(process.pid)) == 2, 30), "the render processes did not start"
     process.kill()
-    process.communicate(timeout=60)
+    _ended(process)
     assert _wait_until(lambda: not _session(process.pid), 10), "render processes outlived a killed run"
     leftovers = _temporary_items(process.pid) + [str(tmp_path / n) for n in os.listdir(tmp_path)]
     assert len(leftovers) == 3  # the reference and job folders, the hidden partial output
 
     again = _start_map(data, tmp_path, 2, reads="reads.fq")
-    _, err = again.communicate(timeout=60)
+    err = _ended(again)
     assert again.returncode == 0, err
     assert not any(os.path.exists(p) for p in leftovers)
     assert os.listdir(tmp_path) == ["out.sam"]

@@ -2,6 +2,9 @@
 (SAM text, NH, record count), and a daemonic process (a Dask worker by default), which may not start
 processes, renders inline."""
 import multiprocessing
+import signal
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -132,3 +135,49 @@ def test_paired_end_pairs_in_render_processes_equal_inline(tmp_path, index_dir):
         summaries.append((tally.summary(), tally.mates.records, tally.mates.loci))
     assert outputs[0] == outputs[1] and len(outputs[0][0]) > 2000
     assert summaries[0] == summaries[1]
+
+
+def test_a_signal_during_submit_is_handled_after_it():
+    """A signal taken by another thread while the pool's books are open is held, then handled: the body
+    runs to its end and the run's handler raises after it."""
+    from mapper.render import _signals_held
+    seen = []
+
+    def handler(signum, frame):
+        raise KeyboardInterrupt(signum)
+
+    go = threading.Event()
+
+    def take():  # a thread started before the block: its signal mask lets SIGTERM in
+        go.wait()
+        signal.pthread_kill(threading.get_ident(), signal.SIGTERM)
+
+    taker = threading.Thread(target=take)
+    taker.start()
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            with _signals_held():
+                go.set()
+                taker.join()
+                for _ in range(1000):  # instructions at which Python would run a handler
+                    seen.append(len(seen))
+                seen.append("end")
+        assert seen[-1] == "end"
+        assert signal.getsignal(signal.SIGTERM) is handler
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def test_an_aborted_pool_does_not_wait_for_its_workers():
+    """end_pool(abort=True) kills a busy worker instead of waiting for its job."""
+    from mapper.render import _new_pool, end_pool
+    pool = _new_pool(2)
+    busy = pool.submit(time.sleep, 60)
+    deadline = time.monotonic() + 30
+    while not busy.running() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    started = time.monotonic()
+    end_pool(pool, abort=True)
+    assert time.monotonic() - started < 10
+    assert not any(p.is_alive() for p in multiprocessing.active_children() if p.name.startswith("SpawnProcess"))
