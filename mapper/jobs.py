@@ -144,8 +144,8 @@ class _Rendering:
     def __enter__(self):
         return self
 
-    def __exit__(self, kind, error, trace):
-        self.host.close(abort=kind is not None)
+    def __exit__(self, *exc):
+        self.host.close()
         return False
 
 

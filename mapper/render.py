@@ -23,7 +23,6 @@ with their creator's PID (outputs.temp_prefix), and a later run removes those of
 """
 import collections
 import concurrent.futures
-import contextlib
 import multiprocessing
 import os
 import signal
@@ -347,18 +346,6 @@ def _signals_held():
             handlers[held[0][0]](*held[0])
 
 
-def end_pool(pool, abort=False):
-    """Shut a pool of render processes down. After the run's last job the workers finish what they hold;
-    on an error or a signal (`abort`) they are killed first: what they would render is no longer wanted,
-    and waiting for a busy worker would keep a Ctrl-C waiting too. (Killed, not terminated: they run with
-    the signals blocked. `_processes` is CPython's table of a pool's processes.)"""
-    if abort:
-        for process in list((pool._processes or {}).values()):
-            with contextlib.suppress(OSError, ValueError):
-                process.kill()
-    pool.shutdown(cancel_futures=True)
-
-
 def _watch_parent(parent):
     """A worker's thread: end the process once its parent, the main process, is gone (killed with SIGKILL:
     nobody else will end it; a worker holds its own end of the job queue and would wait for ever)."""
@@ -493,11 +480,9 @@ class HostWorkers:
                 os.unlink(path)
             yield batch, results
 
-    def close(self, abort=False):
-        """End the processes (`abort`: kill them, the run failed or was interrupted) and remove the
-        temporary folders."""
+    def close(self):
         if self._pool is not None:
-            end_pool(self._pool, abort)
+            self._pool.shutdown(cancel_futures=True)
             self._pool = None
         for tmp in (self._tmp, self._spill):
             if tmp is not None:
@@ -507,6 +492,6 @@ class HostWorkers:
     def __enter__(self):
         return self
 
-    def __exit__(self, kind, error, trace):
-        self.close(abort=kind is not None)
+    def __exit__(self, *exc):
+        self.close()
         return False

@@ -14,7 +14,7 @@ import time
 
 from mapper.jobs import settled
 from mapper.pipeline import progress_bar
-from mapper.render import HostWorkers, end_pool
+from mapper.render import HostWorkers
 from mapper.sinks import Format, Sinks, run_header
 
 
@@ -61,7 +61,7 @@ def run_local(job):
         workers = opts.host_workers()
         pool = HostWorkers.spawn(workers) if _several_batches(opts) else None
         if pool is not None:
-            stack.push(lambda kind, error, trace: end_pool(pool, abort=kind is not None))
+            stack.callback(pool.shutdown, cancel_futures=True)
         counters = job.open()
         tally = job.tally(counters)
         progress = stack.enter_context(progress_bar(opts, job.unit))

@@ -4,7 +4,6 @@ processes, renders inline."""
 import multiprocessing
 import signal
 import threading
-import time
 
 import numpy as np
 import pytest
@@ -168,16 +167,3 @@ def test_a_signal_during_submit_is_handled_after_it():
     finally:
         signal.signal(signal.SIGTERM, previous)
 
-
-def test_an_aborted_pool_does_not_wait_for_its_workers():
-    """end_pool(abort=True) kills a busy worker instead of waiting for its job."""
-    from mapper.render import _new_pool, end_pool
-    pool = _new_pool(2)
-    busy = pool.submit(time.sleep, 60)
-    deadline = time.monotonic() + 30
-    while not busy.running() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    started = time.monotonic()
-    end_pool(pool, abort=True)
-    assert time.monotonic() - started < 10
-    assert not any(p.is_alive() for p in multiprocessing.active_children() if p.name.startswith("SpawnProcess"))
