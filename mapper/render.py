@@ -328,7 +328,7 @@ def _signals_held():
     thread at its next instruction) is held until the pool's books are whole, then handled. A
     KeyboardInterrupt halfway through submit could leave a started process the pool does not know of, which
     nobody would end and the interpreter's exit would wait for, for ever."""
-    held = []
+    held = []  # (signum, frame) of each signal that came, in order
     handlers = {}
     if threading.current_thread() is threading.main_thread():
         for signum in _SIGNALS:

@@ -13,7 +13,7 @@ from mapper.backends.cpu import CpuBackend
 from mapper.index import load_index
 from mapper.pipeline import Counters, find_mappings
 from mapper.reads import read_batches
-from mapper.render import HostWorkers, render
+from mapper.render import HostWorkers, _signals_held, render
 
 
 @pytest.fixture(scope="module")
@@ -139,7 +139,6 @@ def test_paired_end_pairs_in_render_processes_equal_inline(tmp_path, index_dir):
 def test_a_signal_during_submit_is_handled_after_it():
     """A signal taken by another thread while the pool's books are open is held, then handled: the body
     runs to its end and the run's handler raises after it."""
-    from mapper.render import _signals_held
     seen = []
 
     def handler(signum, frame):
@@ -166,4 +165,3 @@ def test_a_signal_during_submit_is_handled_after_it():
         assert signal.getsignal(signal.SIGTERM) is handler
     finally:
         signal.signal(signal.SIGTERM, previous)
-
