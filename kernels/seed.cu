@@ -331,6 +331,25 @@ __device__ __forceinline__ long long gallop_lower(const unsigned int *positions,
 }
 
 #define ROW_CHOSEN 32   /* chosen lists of a row: at most e + 1 <= MAX_E + 1 */
+
+/* A hit's place in seed_place_rows' merge as one integer: contig in the high bits, then the diagonal
+ * q - j*WS biased to be >= 0 (q < 2^32, j*WS < 2^32), so (contig, diagonal) order is integer order and a
+ * list's head is compared with one instruction; MERGE_DONE for a list merged to its end. */
+#define MERGE_D_BITS 34
+#define MERGE_D_BIAS (1LL << 32)
+#define MERGE_DONE 0x7fffffffffffffffLL
+
+/* The merge key of list j's hit at `at` (MERGE_DONE at `end`); *contig follows the hits, which ascend. */
+__device__ __forceinline__ long long merge_key(const unsigned int *positions, long long at, long long end, int j,
+                                               const long long *contig_starts, int n_contigs, int *contig)
+{
+    if (at >= end)
+        return MERGE_DONE;
+    const long long q = positions[at];
+    while (*contig + 1 < n_contigs && q >= contig_starts[*contig + 1])
+        ++*contig;
+    return ((long long)*contig << MERGE_D_BITS) + q - (long long)j * WS + MERGE_D_BIAS;
+}
 #define ROW_CURSORS 64  /* k-mers of a row whose adjacency look-ups keep a cursor; later ones search */
 
 /* seed_place's result (every slot's contig, diagonal and flags) computed one thread per row, for a
@@ -340,11 +359,24 @@ __device__ __forceinline__ long long gallop_lower(const unsigned int *positions,
  * Each chosen list is already in the row's order (positions ascending: contig, then diagonal q - j*WS
  * ascending), so the row's order is their merge, ties to the lower k-mer: a hit's slot is its place in the
  * merge, and a distinct-key check against the hit merged just before finds the duplicates (an equal key
- * comes from a lower list, which the tie rule merged first). The adjacency filter's look-ups keep a cursor
- * per k-mer list, moved by galloping (gallop_lower): the diagonals arrive in ascending order within a
- * contig, so each look-up starts next to its answer. (On the host that beats reading the reference as
- * seed_place does, kmer_near: human chr20, 10,000 reads, one core, seeding 0.6 s against 1.5 s.) Flags, margin hits and the early stop are
- * seed_place's, so the two kernels write the same bytes (tests/device/test_cuda_backend.py). */
+ * comes from a lower list, which the tie rule merged first).
+ *
+ * The adjacency filter asks seed_place's question (at most e of the row's k-mers missing from
+ * [d + j*WS - e, d + j*WS + e]) in a cheaper order, with the same answer (the decision does not depend on
+ * the order; only when it is known does the count stop). The chosen lists first: the merge's heads bracket
+ * the answer, since every hit of list j before its head lies below T = d + j*WS and every hit from the head
+ * on at or above it (when [T - e, T + e] lies inside the diagonal's contig; else a binary search), so
+ * two loads decide, from lines the merge has just read. Then the other k-mers (the row's most frequent),
+ * by a cursor per list moved by galloping (gallop_lower; the diagonals arrive in ascending order within a
+ * contig, so each look-up starts next to its answer), and only while the decision is open: a diagonal
+ * that one chosen list holds is rejected after one such look-up where asking in k-mer order took about
+ * e + 1 mixed ones. Each list's head is kept as one merge key (merge_key), so a merge step compares
+ * integers. Human chr20, 10,000 reads (5.0 M hits, 4.7 M distinct diagonals), one core: this kernel 0.38 s
+ * in k-mer order, 0.30 s chosen lists first, 0.25 s with the merge keys (of which the merge 0.07 s, the
+ * chosen lists' checks 0.08 s, the other k-mers' look-ups 0.10 s). (On the host the cursors beat reading
+ * the reference as seed_place does, kmer_near: seeding 0.6 s against 1.5 s.) Flags
+ * and margin hits are seed_place's, so the two kernels write the same bytes
+ * (tests/device/test_cuda_backend.py). */
 extern "C" __global__ void seed_place_rows(
     const unsigned int *__restrict__ kmer_key, const uint8_t *__restrict__ kmer_flags,
     const int *__restrict__ nk, const long long *__restrict__ kfirst, const int *__restrict__ row_e,
@@ -360,43 +392,36 @@ extern "C" __global__ void seed_place_rows(
     const int r = row_begin + t;
     const long long first = kfirst[r];
     const int k = nk[r], e = row_e[r];
-    int m = 0, list_j[ROW_CHOSEN], list_contig[ROW_CHOSEN];
-    long long next[ROW_CHOSEN], end[ROW_CHOSEN], cursor[ROW_CURSORS];
+    int m = 0, n_missing = 0, list_j[ROW_CHOSEN], list_contig[ROW_CHOSEN];
+    long long begin[ROW_CHOSEN], next[ROW_CHOSEN], end[ROW_CHOSEN], head[ROW_CHOSEN], cursor[ROW_CURSORS];
     for (int j = 0; j < k; ++j) {
         const unsigned int key = kmer_key[first + j];
         if (j < ROW_CURSORS)
             cursor[j] = list_offsets[key];
+        n_missing += (kmer_flags[first + j] & FLAG_N) != 0;
         if (!(kmer_flags[first + j] & FLAG_CHOSEN) || m == ROW_CHOSEN)
             continue;
         list_j[m] = j;
-        next[m] = list_offsets[key];
+        begin[m] = next[m] = list_offsets[key];
         end[m] = list_offsets[key + 1];
         list_contig[m] = next[m] < end[m] ? contig_of(contig_starts, n_contigs, positions[next[m]]) : 0;
+        head[m] = merge_key(positions, next[m], end[m], j, contig_starts, n_contigs, &list_contig[m]);
         ++m;
     }
     long long out = slot[t];
     int prev_c = -1;
     long long prev_d = 0;
     for (;;) {
-        int best = -1, c = 0;
-        long long d = 0;
-        for (int x = 0; x < m; ++x) {
-            if (next[x] >= end[x])
-                continue;
-            const long long q = positions[next[x]];
-            while (list_contig[x] + 1 < n_contigs && q >= contig_starts[list_contig[x] + 1])
-                ++list_contig[x];
-            const long long dx = q - (long long)list_j[x] * WS;
-            if (best < 0 || list_contig[x] < c || (list_contig[x] == c && dx < d)) {
-                best = x;
-                c = list_contig[x];
-                d = dx;
-            }
-        }
-        if (best < 0)
+        int best = 0;
+        for (int x = 1; x < m; ++x)
+            best = head[x] < head[best] ? x : best; /* ties: the lower k-mer, as the first minimum */
+        if (!m || head[best] == MERGE_DONE)
             return;
+        const int c = (int)(head[best] >> MERGE_D_BITS);
+        const long long d = (head[best] & ((1LL << MERGE_D_BITS) - 1)) - MERGE_D_BIAS;
         const long long p = positions[next[best]++];
-        const int j0 = list_j[best];
+        head[best] = merge_key(positions, next[best], end[best], list_j[best], contig_starts, n_contigs,
+                               &list_contig[best]);
         diag_contig[out] = c;
         diag_value[out] = d;
         const int dup = c == prev_c && d == prev_d;
@@ -408,21 +433,38 @@ extern "C" __global__ void seed_place_rows(
         } else if (dup) {
             flags = 0;
         } else {
-            int present = 0, missing = 0;
-            for (int j = 0; j < k && missing <= e && present < k - e; ++j) {
+            int present = 1, missing = n_missing; /* this hit's own k-mer; N k-mers are missing */
+            const long long c_lo = contig_starts[c];
+            const long long c_hi = c + 1 < n_contigs ? contig_starts[c + 1] : 0x7fffffffffffffffLL;
+            for (int x = 0; x < m && missing <= e && present < k - e; ++x) {
+                if (x == best)
+                    continue;
+                const long long target = d + (long long)list_j[x] * WS;
+                int found;
+                if (target - e >= c_lo && target + e < c_hi)
+                    found = (next[x] > begin[x] && (long long)positions[next[x] - 1] >= target - e)
+                            || (next[x] < end[x] && (long long)positions[next[x]] <= target + e);
+                else
+                    found = occurs_within(list_offsets, positions, kmer_key[first + list_j[x]], target - e, target + e);
+                present += found;
+                missing += !found;
+            }
+            for (int j = 0, x = 0; j < k && missing <= e && present < k - e; ++j) {
+                if (x < m && list_j[x] == j) { /* a merged list: asked above */
+                    ++x;
+                    continue;
+                }
+                if (kmer_flags[first + j] & FLAG_N)
+                    continue;
                 const long long target = d + (long long)j * WS;
-                int found = 0;
-                if (!(kmer_flags[first + j] & FLAG_N)) {
-                    if (j == j0) {
-                        found = 1;
-                    } else if (j < ROW_CURSORS) {
-                        const unsigned int key = kmer_key[first + j];
-                        const long long b = list_offsets[key + 1];
-                        cursor[j] = gallop_lower(positions, list_offsets[key], b, cursor[j], target - e);
-                        found = cursor[j] < b && (long long)positions[cursor[j]] <= target + e;
-                    } else {
-                        found = occurs_within(list_offsets, positions, kmer_key[first + j], target - e, target + e);
-                    }
+                int found;
+                if (j < ROW_CURSORS) {
+                    const unsigned int key = kmer_key[first + j];
+                    const long long b = list_offsets[key + 1];
+                    cursor[j] = gallop_lower(positions, list_offsets[key], b, cursor[j], target - e);
+                    found = cursor[j] < b && (long long)positions[cursor[j]] <= target + e;
+                } else {
+                    found = occurs_within(list_offsets, positions, kmer_key[first + j], target - e, target + e);
                 }
                 present += found;
                 missing += !found;

@@ -152,10 +152,11 @@ class CudaBackend(Backend):
     def _capacity(self):
         """(slots a seeding launch takes, windows a verification part holds): a quarter of the working
         budget each (see WORK_SHARE), at most BAND_CAPACITY."""
+        slots = BAND_CAPACITY if cuda.SEED_SLOTS is None else min(BAND_CAPACITY, cuda.SEED_SLOTS * cuda.threads())
         if self._work is None:
-            return BAND_CAPACITY, BAND_CAPACITY
+            return slots, BAND_CAPACITY
         quarter = self._work // 4
-        return max(1, min(BAND_CAPACITY, quarter // SLOT_BYTES)), max(1, min(BAND_CAPACITY, quarter // VERIFY_BYTES))
+        return max(1, min(slots, quarter // SLOT_BYTES)), max(1, min(BAND_CAPACITY, quarter // VERIFY_BYTES))
 
     @property
     def _part(self):

@@ -30,6 +30,13 @@ from mapper.device.cuda import BLOCK, KERNEL_DIR, cached_build, code_defines
 GROUP = 1  # an item's loop is one OpenMP iteration's: a group of threads per item only adds iterations here
 WARP = 1  # a lane kernel's item runs as one thread here (kernels/common.cuh LANES)
 SEED_BY_ROW = True  # seeding merges each row's lists (seed.cu seed_place_rows): few threads, big caches
+# Hit slots of a seeding launch per OpenMP thread, at most. A launch's per-slot buffers (33 bytes a slot) are
+# fresh memory when they are large, and a fresh page costs its first touch (the kernel zeroes it; in a
+# virtual machine the hypervisor backs it too); a smaller launch's buffers are memory the allocator hands
+# back to the next launch. Human chr20, 10,000 reads (5 M slots), one core, development VM: seeding
+# 0.65-0.80 s in one launch, 0.44-0.49 s in launches of 256 K or 512 K slots (the clearing of fresh pages was
+# 29 % of the run's samples).
+SEED_SLOTS = 1 << 19
 
 SHIM = """
 #include <algorithm>

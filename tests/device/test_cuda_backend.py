@@ -247,16 +247,64 @@ def test_windows_with_many_optimal_ends(backend, tmp_path, monkeypatch):
         assert np.array_equal(getattr(got, f), getattr(want, f)), f
 
 
-def test_gpu_seeding_equals_numpy_across_many_contigs(backend, tmp_path, cut_measles):
+@pytest.mark.parametrize("by_row", [False, True], ids=["per-hit", "per-row"])
+def test_gpu_seeding_equals_numpy_across_many_contigs(backend, device_layer, monkeypatch, tmp_path, cut_measles,
+                                                      by_row):
     """seed.cu places each hit by comparing (contig, diagonal) keys through contig bounds: a genome cut into
     many short contigs, some of them copies (equal diagonals on different contigs, diagonals before a
-    contig's start), with reads drawn across the cuts, must still give the numpy seeder's candidates."""
+    contig's start), with reads drawn across the cuts, must still give the numpy seeder's candidates. The
+    per-row placement answers the adjacency filter from its merge's heads only where the look-up's span
+    lies inside the diagonal's contig: here many spans do not."""
     from mapper.index import build_index
+    monkeypatch.setattr(device_layer, "SEED_BY_ROW", by_row)
     fasta, fastq = cut_measles
     index = build_index(fasta, 10, tmp_path / "idx")
     batch, rows = batch_rows(fastq, 400, 4)
     want, want_stats = seed(rows, index)
     got, got_stats = backend.seed(rows, index)
     assert len(want) > 400 and len(np.unique(want.contig)) > 30
+    assert same(got, want)
+    assert got_stats == want_stats
+
+
+@pytest.mark.parametrize("by_row", [False, True], ids=["per-hit", "per-row"])
+def test_seeding_equals_numpy_on_dense_repeats_at_contig_ends(backend, device_layer, monkeypatch, tmp_path, by_row):
+    """The adjacency filter where its answers are on a knife's edge: 60 short contigs built from a few
+    blocks (two of them tandem repeats of period 5 and 6), each copy with substitutions and 1-2 base indels, and reads with indels drawn across the contig
+    ends, so that a k-mer's nearest occurrence often lies exactly e diagonals away, beyond a contig's end, or
+    on the next contig; every placement must still give the numpy seeder's candidates and counts."""
+    from mapper.alphabet import BASES
+    from mapper.index import build_index
+    monkeypatch.setattr(device_layer, "SEED_BY_ROW", by_row)
+    rng = np.random.default_rng(17)
+    blocks = [rng.integers(0, 4, 30) for _ in range(4)] + [np.tile(rng.integers(0, 4, p), 30 // p) for p in (5, 6)]
+
+    def copy(block):
+        out = block.copy()
+        out[rng.random(len(out)) < 0.03] = rng.integers(0, 4)
+        at = int(rng.integers(1, len(out) - 2))
+        return np.delete(out, [at, at + 1][:rng.integers(0, 3)]) if rng.random() < 0.5 else \
+            np.insert(out, at, rng.integers(0, 4, int(rng.integers(1, 3))))
+
+    contigs = [np.concatenate([copy(blocks[b]) for b in rng.integers(0, 6, rng.integers(2, 12))])
+               for _ in range(60)]
+    letters = np.frombuffer(BASES.encode(), dtype=np.uint8)
+    fasta = tmp_path / "dense.fa"
+    fasta.write_text("".join(f">c{i}\n{letters[c].tobytes().decode()}\n" for i, c in enumerate(contigs)))
+    whole = np.concatenate(contigs)
+    reads = []
+    for start in rng.integers(0, len(whole) - 120, 300):
+        read = whole[start:start + 110].copy()
+        for _ in range(int(rng.integers(0, 3))):
+            at = int(rng.integers(5, 100))
+            read = np.delete(read, at) if rng.random() < 0.5 else np.insert(read, at, rng.integers(0, 4))
+        reads.append(read[:100])
+    fastq = tmp_path / "dense.fq"
+    fastq.write_text("".join(f"@r{i}\n{letters[r].tobytes().decode()}\n+\n{'I' * 100}\n" for i, r in enumerate(reads)))
+    index = build_index(fasta, 10, tmp_path / "idx")
+    batch, rows = batch_rows(fastq, 300, 5)
+    want, want_stats = seed(rows, index)
+    got, got_stats = backend.seed(rows, index)
+    assert want_stats.adjacent < want_stats.diagonals and len(np.unique(want.contig)) > 40
     assert same(got, want)
     assert got_stats == want_stats
