@@ -17,7 +17,8 @@ holds a magic string, the format version, the kind and ws, the reference's check
 
 Damage is caught, never trusted (README "Errors and safety"): meta.json carries a checksum of its own fields
 (`meta_checksum`) and, per array, its dtype, shape, BLAKE2b digest and a sampled digest (4 KiB blocks evenly
-spread, 16 MiB at most: every block of a small array). Loading verifies the meta checksum, every size and
+spread, 4 MiB at most: every block of a small array; 16 MiB in indexes written before meta.json recorded
+the count). Loading verifies the meta checksum, every size and
 dtype, the sampled digests, that the offsets rise from 0 to len(positions), and, for a sample of positions,
 that the k-mer there has its bucket's key, no N, and lies inside one contig: about a second for a human genome
 at most. `gkmap index --check` verifies everything (`check_index`). Indexes written before these fields
@@ -309,7 +310,11 @@ def check_reference(folder, meta, ref_path, build, checksum=None):
 
 
 _BLOCK = 4096
-_SAMPLED_BLOCKS = 4096
+# Blocks of a sampled digest: 1,024 (4 MiB of an array) in indexes written now, whose meta.json records the
+# count ("sampled_blocks"); 4,096 in those written before it did. Every map hashes them on load: 4,096 blocks
+# of each array took 25-35 ms of CPU time a run (Shigella, whose whole run is 0.4 s; human chr20).
+SAMPLED_BLOCKS = 1024
+OLD_SAMPLED_BLOCKS = 4096
 CHECK_THREADS = 8  # `--check`'s position checks at a time
 DIGEST_CHUNK = 64 << 20  # bytes of an array hashed (and written) by one thread at a time; part of the
                          # index format: a digest is only comparable with one made with the same pieces
@@ -319,20 +324,20 @@ def _bytes(array):
     return np.ascontiguousarray(array).reshape(-1).view(np.uint8)
 
 
-def array_digest(array, sampled=False):
-    """BLAKE2b of the array's bytes, its size first; `sampled`: of _SAMPLED_BLOCKS blocks of _BLOCK bytes
-    evenly spread (all of them for an array of 16 MiB or less). Full digests of this kind are those of
+def array_digest(array, sampled=None):
+    """BLAKE2b of the array's bytes, its size first; `sampled`: of that many blocks of _BLOCK bytes evenly
+    spread (all of them for an array of no more blocks). Full digests of this kind are those of
     indexes written before chunked_digest (one core at ~0.5 GB/s: 24 s of a 3.1 Gbp build); they are still
     checked by `gkmap index --check`."""
     data = _bytes(array)
     digest = hashlib.blake2b(str(len(data)).encode(), digest_size=16)
     blocks = -(-len(data) // _BLOCK)
-    if not sampled or blocks <= _SAMPLED_BLOCKS:
+    if not sampled or blocks <= sampled:
         for begin in range(0, len(data), 1 << 24):
             digest.update(data[begin:begin + (1 << 24)])
     else:  # the blocks gathered into one buffer, hashed by one call (the same digest as a call per block,
         # which cost a Python call and a GIL hand-over each: 8,192 of them on every load)
-        chosen = np.linspace(0, blocks - 1, _SAMPLED_BLOCKS).astype(np.int64)
+        chosen = np.linspace(0, blocks - 1, sampled).astype(np.int64)
         whole = len(data) // _BLOCK  # blocks of full size; only the last block can be shorter
         full = chosen[chosen < whole]
         digest.update(data[:whole * _BLOCK].reshape(whole, _BLOCK)[full])
@@ -386,7 +391,8 @@ def write_index(tmp, arrays, meta, record, reference):
         "contigs": [[n, int(l)] for n, l in zip(reference.names, reference.lengths)],
         "arrays": {name: {"dtype": array.dtype.str, "shape": list(array.shape),
                           "blake2b_chunks": save_array(tmp / f"{name}.npy", array),
-                          "sampled": array_digest(array, sampled=True)} for name, array in arrays.items()},
+                          "sampled": array_digest(array, sampled=SAMPLED_BLOCKS), "sampled_blocks": SAMPLED_BLOCKS}
+                   for name, array in arrays.items()},
     }
     meta["meta_checksum"] = _meta_checksum(meta)
     (tmp / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
@@ -482,12 +488,14 @@ def verify_arrays(folder, meta, arrays, full=False, build="'gkmap index'"):
     def matches(name):
         array, record = arrays[name], records[name]
         if not full:
-            return array_digest(array, sampled=True) == record.get("sampled")
+            blocks = record.get("sampled_blocks", OLD_SAMPLED_BLOCKS)
+            return isinstance(blocks, int) and blocks > 0 and array_digest(array, blocks) == record.get("sampled")
         if "blake2b_chunks" in record:
             return chunked_digest(array) == record["blake2b_chunks"]
         return array_digest(array) == record.get("blake2b")  # an index written before the chunked digests
 
-    # the sampled digests of the arrays on several cores (a load's ~56 MB of hashing, 70 ms on one core);
+    # the sampled digests of the arrays on several cores (a load's ~14 MB of hashing; 56 MB, 70 ms on one
+    # core, for an index of 4,096-block digests);
     # the full ones one array at a time, since chunked_digest spreads each array over every core itself
     names = list(arrays)
     for name, ok in zip(names, on_cores(matches, names, most=1 if full else None)):

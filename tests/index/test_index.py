@@ -243,19 +243,48 @@ def test_keys_from_packed_words_equal_the_bases():
             assert want_n.any() and (n < 1000 or not want_n.all())
 
 
+@pytest.mark.parametrize("sampled", [1024, 4096])
 @pytest.mark.parametrize("blocks,tail", [(4096, 0), (4097, 0), (4097, 123), (9000, 4095)])
-def test_sampled_digest_keeps_its_definition(blocks, tail):
+def test_sampled_digest_keeps_its_definition(blocks, tail, sampled):
     """Indexes on users' disks carry sampled digests made one 4 KiB block at a time (the evenly spread
-    blocks, the last one possibly short); the load's one-buffer gather must give the same digest."""
+    blocks, the last one possibly short), of 4,096 blocks or (since meta.json records the count) 1,024; the
+    load's one-buffer gather must give the same digest."""
     import hashlib
-    from mapper.index import _BLOCK, _SAMPLED_BLOCKS, array_digest
+    from mapper.index import _BLOCK, array_digest
     data = np.random.default_rng(blocks + tail).integers(0, 256, (blocks - 1) * _BLOCK + (tail or _BLOCK),
                                                          dtype=np.uint8)
     want = hashlib.blake2b(str(len(data)).encode(), digest_size=16)
     n_blocks = -(-len(data) // _BLOCK)
-    for block in np.linspace(0, n_blocks - 1, min(n_blocks, _SAMPLED_BLOCKS)).astype(np.int64).tolist():
+    for block in np.linspace(0, n_blocks - 1, min(n_blocks, sampled)).astype(np.int64).tolist():
         want.update(data[block * _BLOCK:(block + 1) * _BLOCK])
-    assert array_digest(data, sampled=True) == want.hexdigest()
+    assert array_digest(data, sampled=sampled) == want.hexdigest()
+
+
+def test_index_of_4096_block_digests_still_loads(tmp_path, tricky_fasta):
+    """An index written before meta.json recorded "sampled_blocks" carries digests of 4,096 blocks: it
+    loads as it did, and a damaged block among those 4,096 is still caught."""
+    import json
+    from mapper.errors import IndexFormatError
+    from mapper.index import OLD_SAMPLED_BLOCKS, _meta_checksum, array_digest, build_index, load_index
+    folder = tmp_path / "idx"
+    build_index(tricky_fasta, 10, folder)
+    meta = json.loads((folder / "meta.json").read_text())
+    offsets = np.load(folder / "offsets.npy", mmap_mode="r")  # 4 MiB: more blocks than 1,024
+    for name, record in meta["arrays"].items():
+        del record["sampled_blocks"]
+        record["sampled"] = array_digest(np.load(folder / f"{name}.npy", mmap_mode="r"), OLD_SAMPLED_BLOCKS)
+    meta["meta_checksum"] = _meta_checksum(meta)
+    (folder / "meta.json").write_text(json.dumps(meta))
+    assert offsets.nbytes > 1024 * 4096 and load_index(tricky_fasta, folder).ws == 10
+    header, n_blocks = offsets.offset, -(-offsets.nbytes // 4096)
+    new = set(np.linspace(0, n_blocks - 1, 1024).astype(np.int64).tolist())
+    old = set(np.linspace(0, n_blocks - 1, min(n_blocks, OLD_SAMPLED_BLOCKS)).astype(np.int64).tolist())
+    block = min(old - new)
+    with open(folder / "offsets.npy", "r+b") as f:  # a block only the 4,096-block digest reads
+        f.seek(header + block * 4096 + 8)
+        f.write(b"\xff\xff\xff\x7f")
+    with pytest.raises(IndexFormatError, match="checksum mismatch"):
+        load_index(tricky_fasta, folder)
 
 
 @pytest.mark.parametrize("old,new", [(b"False", b"Fa)se"), (b"'descr'", b"'de\x00cr'"), (b"(", b"\""),
