@@ -262,9 +262,11 @@ extern "C" __global__ void verify_windows(
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n)
         return;
-    if (i + AHEAD < n) /* on the host: the bases of the window AHEAD on, a random place in the genome */
+#ifdef GKMAP_HOST
+    if (i + AHEAD < n) /* the bases of the window AHEAD on, a random place in the genome */
         for (int at = 0; at < win_len[i + AHEAD]; at += 64)
             PREFETCH(genome + win_start[i + AHEAD] + at);
+#endif
     const int L = read_len[i];
     const int W = win_len[i];
     const int e = max_e[i];
