@@ -531,7 +531,7 @@ def _check_offsets(folder, offsets, total):
     if int(offsets[0]) != 0 or int(offsets[-1]) != total:
         raise _damaged(folder, f"offsets run from {int(offsets[0])} to {int(offsets[-1])}, not from 0 to the "
                                f"{total} positions")
-    step = 1 << 24
+    step = 1 << 18  # a block's comparison temporaries are reused from the heap, not fresh pages each time
     for begin in range(0, len(offsets) - 1, step):
         block = np.asarray(offsets[begin:begin + step + 1])
         if (block[1:] < block[:-1]).any():

@@ -8,6 +8,7 @@ struct module and PyCUDA's `prepare` spell them: P a pointer (any `*` parameter)
 unsigned, q long long, Q a 64-bit unsigned. A parameter of any other type stops the load (`KernelError`):
 add it to SCALARS.
 """
+import functools
 import re
 
 KERNEL = re.compile(r'extern "C" __global__ void (\w+)\s*\(([^)]*)\)')
@@ -47,6 +48,7 @@ def kind(type_text, kernel):
     return SCALARS[type_text]
 
 
+@functools.lru_cache(maxsize=None)
 def signature(source_text, name):
     """The kinds of kernel `name`'s parameters, one letter each (module docstring)."""
     for match in KERNEL.finditer(source_text):
