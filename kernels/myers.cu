@@ -115,11 +115,32 @@ __device__ __forceinline__ int advance(u64 (&Pv)[MAX_WORDS], u64 (&Mv)[MAX_WORDS
 }
 
 /* Peq masks of the read, forward (reverse = 0) or reversed (reverse = 1): bit i of word i/64 of pX is
- * set when read base i (of the possibly reversed read) is X. */
+ * set when read base i (of the possibly reversed read) is X.
+ * On the host a launch's block of threads runs in order on one OpenMP thread, and consecutive windows are
+ * mostly one read's (candidates come in read order), so the masks last built there are kept and reused
+ * while the read is the same one (the same bases at the same address: within one block, hence one launch;
+ * the block's first thread drops what an earlier launch left). Human chr20, 10,000 reads, one core:
+ * verify_windows 0.27-0.28 s -> 0.24-0.25 s; on the GPU each thread builds its own. */
 __device__ __forceinline__ void build_peq(const uint8_t *read, int len, int reverse,
                                           u64 (&pA)[MAX_WORDS], u64 (&pC)[MAX_WORDS],
                                           u64 (&pG)[MAX_WORDS], u64 (&pT)[MAX_WORDS])
 {
+#ifdef GKMAP_HOST
+    GKMAP_TLS const uint8_t *held_read[2];
+    GKMAP_TLS int held_len[2];
+    GKMAP_TLS u64 held[2][4][MAX_WORDS];
+    if (threadIdx.x == 0)
+        held_read[0] = held_read[1] = nullptr;
+    if (held_read[reverse] == read && held_len[reverse] == len) {
+        for (int w = 0; w < MAX_WORDS; ++w) {
+            pA[w] = held[reverse][0][w];
+            pC[w] = held[reverse][1][w];
+            pG[w] = held[reverse][2][w];
+            pT[w] = held[reverse][3][w];
+        }
+        return;
+    }
+#endif
 #pragma unroll
     for (int w = 0; w < MAX_WORDS; ++w) {
         u64 a = 0, c = 0, g = 0, t = 0;
@@ -136,6 +157,16 @@ __device__ __forceinline__ void build_peq(const uint8_t *read, int len, int reve
         }
         pA[w] = a; pC[w] = c; pG[w] = g; pT[w] = t;
     }
+#ifdef GKMAP_HOST
+    held_read[reverse] = read;
+    held_len[reverse] = len;
+    for (int w = 0; w < MAX_WORDS; ++w) {
+        held[reverse][0][w] = pA[w];
+        held[reverse][1][w] = pC[w];
+        held[reverse][2][w] = pG[w];
+        held[reverse][3][w] = pT[w];
+    }
+#endif
 }
 
 __device__ __forceinline__ void reset(u64 (&Pv)[MAX_WORDS], u64 (&Mv)[MAX_WORDS])

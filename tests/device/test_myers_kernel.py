@@ -81,3 +81,32 @@ def test_wide_kernel_equals_numpy_on_tandem_repeats(device_layer, budget):
     ends_per_window = np.bincount(want[0], minlength=len(win_len))
     assert ends_per_window.max() > 50, "some covers should have many ends"
     assert all(np.array_equal(a[order], b) for a, b in zip(got, want))
+
+
+
+def test_windows_sharing_reads_across_launches(device_layer):
+    """Many windows of one read, as seeding makes them (the host keeps a read's Peq masks from one window to
+    the next, myers.cu build_peq), in two launches over one reads buffer whose bases change between them:
+    what the first launch built must not serve the second, on either layer."""
+    import numpy as np
+    reads, genome, read_start, read_len, max_e, win_start, win_len = make_windows(200, seed=11)
+    r = next(i for i, (d, _) in enumerate(host_answers(reads, genome, read_start, read_len, max_e, win_start,
+                                                        win_len)) if d >= 0)
+    rng = np.random.default_rng(11)
+    n, longest = 600, int(read_len.max())
+    shift, cut = rng.integers(0, 4, n), rng.integers(0, 4, n)  # the read's own window, moved and cut a little
+    windows = (np.full(n, read_start[r]), np.full(n, read_len[r]), np.full(n, max_e[r]),
+               win_start[r] + shift, win_len[r] - shift - cut)
+    up = lambda a, dtype: device_layer.scratch_copy(np.asarray(a).astype(dtype))
+    d_reads, d_genome = up(reads, np.uint8), up(genome, np.uint8)
+    args = [up(a, t) for a, t in zip(windows, (np.int64, np.int32, np.int32, np.int64, np.int32))]
+    shapes = ((n,), (n,), *[(cuda_mapping.MAX_ENDS, n)] * 3)
+    other = (reads + 1) % 4  # the second launch's reads: every base changed (no window within e), same buffer
+    for bases, first in ((reads, True), (other, False)):
+        device_layer.copy_into(d_reads, bases.astype(np.uint8))
+        answers = host_answers(bases, genome, *windows)
+        out = cuda_mapping._verify_device(d_genome, d_reads, *args, n, longest)
+        got = [device_layer.from_device(b, shape, np.int32) for b, shape in zip(out, shapes)]
+        within = sum(d >= 0 for d, _ in answers)
+        assert within > n // 10 if first else within == 0
+        assert compare(answers, *got, cuda_mapping.MAX_ENDS) == 0
