@@ -114,6 +114,21 @@ __device__ __forceinline__ int advance(u64 (&Pv)[MAX_WORDS], u64 (&Mv)[MAX_WORDS
     return delta;
 }
 
+#ifdef GKMAP_HOST
+#include <stdlib.h>
+/* The masks a host thread built last (build_peq), forward [0] and reversed [1], and the read they are of.
+ * On the heap, reached through one pointer of thread-local storage: a library's thread-local variables
+ * come out of the process's small static TLS block (the kernels' blockIdx and threadIdx are initial-exec),
+ * which arrays of masks, one set per MAX_WORDS build, exhausted after five builds, and the next kernel
+ * library then failed to load. One block per thread and build, kept for the process's life. */
+struct HeldPeq {
+    const uint8_t *read[2];
+    int len[2];
+    u64 masks[2][4][MAX_WORDS];
+};
+GKMAP_TLS HeldPeq *held_peq;
+#endif
+
 /* Peq masks of the read, forward (reverse = 0) or reversed (reverse = 1): bit i of word i/64 of pX is
  * set when read base i (of the possibly reversed read) is X.
  * On the host a launch's block of threads runs in order on one OpenMP thread, and consecutive windows are
@@ -126,17 +141,17 @@ __device__ __forceinline__ void build_peq(const uint8_t *read, int len, int reve
                                           u64 (&pG)[MAX_WORDS], u64 (&pT)[MAX_WORDS])
 {
 #ifdef GKMAP_HOST
-    GKMAP_TLS const uint8_t *held_read[2];
-    GKMAP_TLS int held_len[2];
-    GKMAP_TLS u64 held[2][4][MAX_WORDS];
-    if (threadIdx.x == 0)
-        held_read[0] = held_read[1] = nullptr;
-    if (held_read[reverse] == read && held_len[reverse] == len) {
+    if (!held_peq) /* once per OpenMP thread; without it, no masks are kept */
+        held_peq = (HeldPeq *)calloc(1, sizeof(HeldPeq));
+    HeldPeq *const held = held_peq;
+    if (held && threadIdx.x == 0)
+        held->read[0] = held->read[1] = nullptr;
+    if (held && held->read[reverse] == read && held->len[reverse] == len) {
         for (int w = 0; w < MAX_WORDS; ++w) {
-            pA[w] = held[reverse][0][w];
-            pC[w] = held[reverse][1][w];
-            pG[w] = held[reverse][2][w];
-            pT[w] = held[reverse][3][w];
+            pA[w] = held->masks[reverse][0][w];
+            pC[w] = held->masks[reverse][1][w];
+            pG[w] = held->masks[reverse][2][w];
+            pT[w] = held->masks[reverse][3][w];
         }
         return;
     }
@@ -158,13 +173,15 @@ __device__ __forceinline__ void build_peq(const uint8_t *read, int len, int reve
         pA[w] = a; pC[w] = c; pG[w] = g; pT[w] = t;
     }
 #ifdef GKMAP_HOST
-    held_read[reverse] = read;
-    held_len[reverse] = len;
+    if (!held)
+        return;
+    held->read[reverse] = read;
+    held->len[reverse] = len;
     for (int w = 0; w < MAX_WORDS; ++w) {
-        held[reverse][0][w] = pA[w];
-        held[reverse][1][w] = pC[w];
-        held[reverse][2][w] = pG[w];
-        held[reverse][3][w] = pT[w];
+        held->masks[reverse][0][w] = pA[w];
+        held->masks[reverse][1][w] = pC[w];
+        held->masks[reverse][2][w] = pG[w];
+        held->masks[reverse][3][w] = pT[w];
     }
 #endif
 }

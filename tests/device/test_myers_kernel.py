@@ -110,3 +110,18 @@ def test_windows_sharing_reads_across_launches(device_layer):
         within = sum(d >= 0 for d, _ in answers)
         assert within > n // 10 if first else within == 0
         assert compare(answers, *got, cuda_mapping.MAX_ENDS) == 0
+
+
+def test_many_kernel_builds_load_in_one_process():
+    """A process that verifies reads of many lengths loads a myers.cu build per MAX_WORDS, and other kernel
+    libraries after them: their thread-local storage must not exhaust the process's static TLS block
+    (arrays of masks there did after five builds: "cannot allocate memory in static TLS block")."""
+    import subprocess
+    import sys
+    script = ("from mapper.device import host\n"
+              "from mapper.verify import kernel_defines\n"
+              "for L in range(64, 64 * 9, 64):\n"
+              "    host.function('myers.cu', 'verify_windows', **kernel_defines(L))\n"
+              "host.function('seed.cu', 'seed_select', WS=12, SEED_GROUP=1, SEED_LANES=1)\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-500:]
