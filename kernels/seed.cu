@@ -331,6 +331,7 @@ __device__ __forceinline__ long long gallop_lower(const unsigned int *positions,
 }
 
 #define ROW_CHOSEN 32   /* chosen lists of a row: at most e + 1 <= MAX_E + 1 */
+#define ROW_CURSORS 64  /* k-mers of a row whose adjacency look-ups keep a cursor; later ones search */
 
 /* A hit's place in seed_place_rows' merge as one integer: contig in the high bits, then the diagonal
  * q - j*WS biased to be >= 0 (q < 2^32, j*WS < 2^32), so (contig, diagonal) order is integer order and a
@@ -350,7 +351,6 @@ __device__ __forceinline__ long long merge_key(const unsigned int *positions, lo
         ++*contig;
     return ((long long)*contig << MERGE_D_BITS) + q - (long long)j * WS + MERGE_D_BIAS;
 }
-#define ROW_CURSORS 64  /* k-mers of a row whose adjacency look-ups keep a cursor; later ones search */
 
 /* seed_place's result (every slot's contig, diagonal and flags) computed one thread per row, for a
  * processor with few, fast threads and big caches: the host layer (the cpu backend) launches this instead

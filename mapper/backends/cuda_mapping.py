@@ -151,7 +151,8 @@ class CudaBackend(Backend):
 
     def _capacity(self):
         """(slots a seeding launch takes, windows a verification part holds): a quarter of the working
-        budget each (see WORK_SHARE), at most BAND_CAPACITY."""
+        budget each (see WORK_SHARE), at most BAND_CAPACITY; the slots also at most the layer's SEED_SLOTS a
+        thread where it sets one (the host)."""
         slots = BAND_CAPACITY if cuda.SEED_SLOTS is None else min(BAND_CAPACITY, cuda.SEED_SLOTS * cuda.threads())
         if self._work is None:
             return slots, BAND_CAPACITY
