@@ -270,9 +270,10 @@ def test_gpu_seeding_equals_numpy_across_many_contigs(backend, device_layer, mon
 @pytest.mark.parametrize("by_row", [False, True], ids=["per-hit", "per-row"])
 def test_seeding_equals_numpy_on_dense_repeats_at_contig_ends(backend, device_layer, monkeypatch, tmp_path, by_row):
     """The adjacency filter where its answers are on a knife's edge: 60 short contigs built from a few
-    blocks (two of them tandem repeats of period 5 and 6), each copy with substitutions and 1-2 base indels, and reads with indels drawn across the contig
-    ends, so that a k-mer's nearest occurrence often lies exactly e diagonals away, beyond a contig's end, or
-    on the next contig; every placement must still give the numpy seeder's candidates and counts."""
+    blocks (two of them tandem repeats of period 5 and 6), each copy with substitutions and 1-2 base indels,
+    and reads with indels drawn across the contig ends, so that a k-mer's nearest occurrence often lies
+    exactly e diagonals away, beyond a contig's end, or on the next contig; every placement must still give
+    the numpy seeder's candidates and counts."""
     from mapper.alphabet import BASES
     from mapper.index import build_index
     monkeypatch.setattr(device_layer, "SEED_BY_ROW", by_row)

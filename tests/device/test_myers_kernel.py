@@ -83,7 +83,6 @@ def test_wide_kernel_equals_numpy_on_tandem_repeats(device_layer, budget):
     assert all(np.array_equal(a[order], b) for a, b in zip(got, want))
 
 
-
 def test_windows_sharing_reads_across_launches(device_layer):
     """Many windows of one read, as seeding makes them (the host keeps a read's Peq masks from one window to
     the next, myers.cu build_peq), in two launches over one reads buffer whose bases change between them:
