@@ -225,7 +225,10 @@ def _install(tmp, folder):
     """Move the index built in `tmp` to `folder`. A new folder is one rename. Into an existing folder (empty,
     or a stale index: possibly the working folder, which must stay where it is), meta.json goes first and
     comes back last, so the folder is never taken for a whole index while it is not one; of the stale
-    index only gkmap's own files are replaced or removed."""
+    index only gkmap's own files are replaced or removed. An old array is removed before the new one takes
+    its name: renamed over it, the new file would be written out to disk inside the rename (ext4's
+    auto_da_alloc; outputs._exchange): human chr20's index installed over an older one in 0.18-0.23 s so,
+    0.013 s this way."""
     if not folder.exists():
         os.replace(tmp, folder)
         return
@@ -234,6 +237,7 @@ def _install(tmp, folder):
         if _ours(old.name) and old.is_file() and not (tmp / old.name).exists():
             old.unlink()
     for new in sorted(tmp.iterdir(), key=lambda p: p.name == "meta.json"):
+        (folder / new.name).unlink(missing_ok=True)
         os.replace(new, folder / new.name)
 
 

@@ -13,6 +13,7 @@ Rules (README "Errors and safety"):
 `BackgroundWriter` writes texts to such a file in order from a thread of its own, so that the thread driving
 the GPU does not wait for the disk."""
 import contextlib
+import functools
 import os
 import queue
 import re
@@ -99,11 +100,48 @@ def atomic_path(path):
         os.fchmod(fd, 0o666 & ~umask())
         os.close(fd)
         yield tmp
-        os.replace(tmp, target)
+        exchanged = _exchange(tmp, target)
+        if not exchanged:
+            os.replace(tmp, target)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+    if exchanged:  # tmp now names the old content
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+
+
+_RENAME_EXCHANGE = 2  # linux/fs.h
+_AT_FDCWD = -100
+
+
+@functools.lru_cache(maxsize=1)
+def _renameat2():
+    """libc's renameat2 (Linux, glibc >= 2.28), or None."""
+    import ctypes
+    try:
+        call = ctypes.CDLL(None, use_errno=True).renameat2
+    except (AttributeError, OSError):
+        return None
+    call.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    return call
+
+
+def _exchange(tmp, target):
+    """Swap the names of the finished temporary file and the existing target, atomically (the target
+    always names a whole file, the old one or the new one); False where the system or the file system
+    cannot (os.replace then does the job). Why not os.replace: ext4 (auto_da_alloc) writes a file that is
+    renamed over another out to disk inside the rename, its guard for programs that rewrite a file in
+    place: 0.52 s in the rename of the 689 MB SAM of 1 M chr20 reads over the previous run's on the H200
+    machine, 0.42-0.47 s for 700 MB on the development machine, where the exchange takes 0.1 ms and
+    removing the old file after it 0.14 s."""
+    now = _mode(target)
+    if now is None or not stat.S_ISREG(now):
+        return False
+    call = _renameat2()
+    return call is not None and call(_AT_FDCWD, os.fsencode(tmp), _AT_FDCWD, os.fsencode(target),
+                                     _RENAME_EXCHANGE) == 0
 
 
 def no_truncate(path, flags):

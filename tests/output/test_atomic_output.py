@@ -49,3 +49,44 @@ def test_kmer_table_written_without_truncation(tmp_path, monkeypatch):
     with KmerTable(out) as table:
         assert table.total == 5000 - 21 + 1
     assert out.stat().st_size < 1_000_000
+
+
+def test_an_existing_output_is_exchanged_then_removed(tmp_path, monkeypatch):
+    """Over an existing file the names are swapped (renameat2 RENAME_EXCHANGE: no ext4 flush inside the
+    rename) and the old content removed, with os.replace's outcome: the new bytes under the name, no
+    temporary file left, a hard link to the old file keeping the old bytes; where the exchange is not
+    available, os.replace does it."""
+    if outputs._renameat2() is None:
+        import pytest
+        pytest.skip("no renameat2 in this C library")
+    calls = []
+    real = outputs._exchange
+    monkeypatch.setattr(outputs, "_exchange", lambda tmp, target: calls.append(real(tmp, target)) or calls[-1])
+    target, link = tmp_path / "out.sam", tmp_path / "kept.sam"
+    target.write_text("old\n" * 1000)
+    os.link(target, link)
+    with outputs.atomic_output(str(target)) as out:
+        out.write("new\n")
+    assert calls == [True]
+    assert target.read_text() == "new\n" and link.read_text() == "old\n" * 1000
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kept.sam", "out.sam"]
+    with outputs.atomic_output(str(tmp_path / "fresh.sam")) as out:  # nothing to exchange with
+        out.write("first\n")
+    assert calls == [True, False] and (tmp_path / "fresh.sam").read_text() == "first\n"
+    monkeypatch.setattr(outputs, "_renameat2", lambda: None)  # a system without it
+    with outputs.atomic_output(str(target)) as out:
+        out.write("again\n")
+    assert target.read_text() == "again\n" and calls[-1] is False
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fresh.sam", "kept.sam", "out.sam"]
+
+
+def test_a_failed_run_leaves_the_old_output(tmp_path):
+    target = tmp_path / "out.sam"
+    target.write_text("old\n")
+    try:
+        with outputs.atomic_output(str(target)) as out:
+            out.write("half")
+            raise RuntimeError("the run failed")
+    except RuntimeError:
+        pass
+    assert target.read_text() == "old\n" and [p.name for p in tmp_path.iterdir()] == ["out.sam"]
