@@ -72,6 +72,19 @@ def stream_error(path, error):
     return InputError(path, f"cannot read the file ({error.__class__.__name__}: {text})")
 
 
+def unpack_codes(seq2bit, n, nmask):
+    """The n codes of an index's packed arrays (alphabet.unpack_2bit's result): kernels/reference.cu built for
+    the host, on the cores the host layer may use, where a C++ compiler is; numpy's look-ups without one."""
+    from mapper.device import host  # the kernels' host build, loaded by the first unpacking only
+    if not host.available():
+        return unpack_2bit(seq2bit, n, nmask)
+    words = np.ascontiguousarray(seq2bit, dtype=np.uint32)
+    mask = np.ascontiguousarray(nmask, dtype=np.uint8)
+    codes = np.empty(max(len(words), 1) * 16, dtype=np.uint8)
+    host.launch(host.function("reference.cu", "unpack_2bit"), len(words), words, len(words), mask, len(mask), codes)
+    return codes[:n]
+
+
 class Reference:
     """The sequence and its contig table. Loaded from an index, the codes are unpacked from the 2-bit words on
     first use (`codes`), not at load: a client that only writes the SAM header (a Dask run's) or checks a
@@ -90,7 +103,7 @@ class Reference:
     def codes(self):
         if self._codes is None:
             seq2bit, nmask = self._packed
-            self._codes, self._packed = unpack_2bit(seq2bit, self.size, nmask), None
+            self._codes, self._packed = unpack_codes(seq2bit, self.size, nmask), None
         return self._codes
 
     def bases(self, positions):

@@ -110,6 +110,26 @@ def test_unpack_in_pieces_is_the_inverse_of_pack(monkeypatch, n):
     assert packed.dtype == np.uint8 and np.array_equal(packed, codes)
 
 
+@pytest.mark.parametrize("n", [0, 1, 15, 16, 17, 100, 1001, 200_003])
+def test_compiled_unpack_equals_numpy(monkeypatch, n):
+    """kernels/reference.cu's unpack_2bit (the host build Reference.codes uses where a compiler is, on 1 and 2
+    threads) gives numpy's codes, N runs and mask bytes past the end included; without a compiler numpy's
+    unpacking is used."""
+    from mapper import alphabet
+    from mapper.device import host
+    from mapper.reference import unpack_codes
+    rng = np.random.default_rng(n)
+    codes = rng.integers(0, 5, n).astype(np.uint8)
+    codes[n // 3:n // 3 + 40] = alphabet.CODE_N
+    words, mask = alphabet.pack_2bit(codes), np.packbits(codes == alphabet.CODE_N)
+    for threads in (1, 2):
+        monkeypatch.setattr(host, "_threads", [threads])
+        got = unpack_codes(words, n, mask)
+        assert got.dtype == np.uint8 and np.array_equal(got, codes)
+    monkeypatch.setattr(host, "available", lambda: False)
+    assert np.array_equal(unpack_codes(words, n, mask), codes)
+
+
 def test_profile_load_script_times_each_step(tmp_path, tricky_fasta):
     import subprocess
     import sys

@@ -73,6 +73,38 @@ def test_processes_spawned_before_the_index_render_short_batches_too(mapped):
     assert (got.sam, got.unmapped, got.records) == (want.sam, want.unmapped, want.records)
 
 
+def test_adopted_processes_get_their_reference_files_written_early(mapped, tmp_path, monkeypatch):
+    """With an adopted pool the reference files are written by a thread as soon as the pool is adopted,
+    the rendering that follows uses them, and a renderer closed before any batch removes them (the thread
+    done first); a write error reaches the first batch's hand-over."""
+    import os
+    import mapper.render as render_module
+    index, batch, rows, maps = mapped
+    monkeypatch.setattr(render_module, "_temp_folders", lambda: (str(tmp_path), str(tmp_path)))
+    want = render(batch, rows, maps, index.reference, False, None, True)
+    pool = HostWorkers.spawn(2)
+    with HostWorkers(2, 10 ** 6, index.reference, False, None, True) as workers:
+        workers.adopt(pool)
+        folder, _, thread, _ = workers._early
+        thread.join()
+        assert sorted(os.listdir(folder.name)) == ["codes.npy", "contigs.npz"]
+        got = workers.render_now(batch, rows, maps)
+    assert (got.sam, got.unmapped, got.records) == (want.sam, want.unmapped, want.records)
+    assert os.listdir(tmp_path) == []
+    with HostWorkers(2, 10 ** 6, index.reference, False, None, True) as workers:
+        workers.adopt(HostWorkers.spawn(2))
+    assert os.listdir(tmp_path) == []
+
+    def fail(folder, reference):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(render_module, "_write_reference", fail)
+    with pytest.raises(OSError, match="No space"), HostWorkers(2, 10 ** 6, index.reference, False, None,
+                                                                True) as workers:
+        workers.adopt(HostWorkers.spawn(2))
+        workers.render_now(batch, rows, maps)
+    assert os.listdir(tmp_path) == []
+
+
 def test_short_batch_with_many_mappings_renders_in_processes(mapped, monkeypatch):
     """A batch shorter than batch_size but with more mappings than INLINE_MAPPINGS (a few repeat reads at
     genome scale) starts the render processes instead of rendering in the main process; same bytes."""
