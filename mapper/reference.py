@@ -72,17 +72,40 @@ def stream_error(path, error):
     return InputError(path, f"cannot read the file ({error.__class__.__name__}: {text})")
 
 
+def shared_bytes(nbytes):
+    """(uint8 array of nbytes, path) where the array is memory this process's children can map by `path`
+    (a memfd, opened through /proc/PID/fd: the render processes map the codes where the main process
+    unpacked them, instead of a 3.1 GB file written for them at every run); (plain array, None) where the
+    system has no memfd or no such /proc. The memfd stays open while the array lives."""
+    if not hasattr(os, "memfd_create"):
+        return np.empty(nbytes, dtype=np.uint8), None
+    import mmap
+    import weakref
+    fd = os.memfd_create("gkmap-reference", os.MFD_CLOEXEC)
+    try:
+        os.ftruncate(fd, max(nbytes, 1))
+        path = f"/proc/{os.getpid()}/fd/{fd}"
+        os.close(os.open(path, os.O_RDONLY))  # what a child will do
+        memory = mmap.mmap(fd, max(nbytes, 1))
+    except OSError:
+        os.close(fd)
+        return np.empty(nbytes, dtype=np.uint8), None
+    weakref.finalize(memory, os.close, fd)
+    return np.frombuffer(memory, dtype=np.uint8, count=nbytes), path
+
+
 def unpack_codes(seq2bit, n, nmask):
-    """The n codes of an index's packed arrays (alphabet.unpack_2bit's result): kernels/reference.cu built for
-    the host, on the cores the host layer may use, where a C++ compiler is; numpy's look-ups without one."""
+    """(the n codes of an index's packed arrays, the path other processes map them by or None): alphabet.
+    unpack_2bit's codes, by kernels/reference.cu built for the host, on the cores the host layer may use,
+    into `shared_bytes`, where a C++ compiler is; by numpy's look-ups into private memory without one."""
     from mapper.device import host  # the kernels' host build, loaded by the first unpacking only
     if not host.available():
-        return unpack_2bit(seq2bit, n, nmask)
+        return unpack_2bit(seq2bit, n, nmask), None
     words = np.ascontiguousarray(seq2bit, dtype=np.uint32)
     mask = np.ascontiguousarray(nmask, dtype=np.uint8)
-    codes = np.empty(max(len(words), 1) * 16, dtype=np.uint8)
+    codes, path = shared_bytes(max(len(words), 1) * 16)
     host.launch(host.function("reference.cu", "unpack_2bit"), len(words), words, len(words), mask, len(mask), codes)
-    return codes[:n]
+    return codes[:n], path
 
 
 class Reference:
@@ -93,6 +116,11 @@ class Reference:
     def __init__(self, names, starts, lengths, codes=None, packed=None):
         self.names, self.starts, self.lengths = list(names), starts, lengths
         self._codes, self._packed = codes, packed  # packed: (seq2bit, nmask) when codes is None
+        self.codes_path = None  # where this process's children can map the codes (unpack_codes), or None
+
+    def __getstate__(self):
+        """Pickled without codes_path: it names a file of this process."""
+        return {**self.__dict__, "codes_path": None}
 
     @property
     def size(self):
@@ -103,7 +131,7 @@ class Reference:
     def codes(self):
         if self._codes is None:
             seq2bit, nmask = self._packed
-            self._codes, self._packed = unpack_codes(seq2bit, self.size, nmask), None
+            (self._codes, self.codes_path), self._packed = unpack_codes(seq2bit, self.size, nmask), None
         return self._codes
 
     def bases(self, positions):

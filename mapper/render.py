@@ -277,11 +277,15 @@ _reference = None  # (folder, Reference): the worker's reference, loaded by its 
 
 
 def _write_reference(folder, reference):
-    """The reference as the workers load it: codes.npy (memory-mapped by each, one copy in the page cache)
-    and its contig table."""
-    np.save(os.path.join(folder, "codes.npy"), np.asarray(reference.codes))
+    """The reference as the workers load it: its contig table, and the codes where the workers map them (the
+    main process's own memory when the reference has a codes_path, else codes.npy, memory-mapped by each:
+    one copy in the page cache). Writing codes.npy took 0.77-0.94 s for a 3.1 Gbp genome on the H200 host."""
+    codes = np.asarray(reference.codes)
+    shared = reference.codes_path or ""
+    if not shared:
+        np.save(os.path.join(folder, "codes.npy"), codes)
     np.savez(os.path.join(folder, "contigs.npz"), names=np.array(list(reference.names), dtype=str),
-             starts=reference.starts, lengths=reference.lengths)
+             starts=reference.starts, lengths=reference.lengths, codes_path=np.array(shared))
 
 
 def _worker_reference(folder):
@@ -289,7 +293,10 @@ def _worker_reference(folder):
     if _reference is None or _reference[0] != folder:
         with np.load(os.path.join(folder, "contigs.npz")) as table:
             names, starts, lengths = table["names"].tolist(), table["starts"], table["lengths"]
-        _reference = folder, Reference(names, starts, lengths, np.load(os.path.join(folder, "codes.npy"), mmap_mode="r"))
+            shared = str(table["codes_path"])
+        codes = (np.memmap(shared, dtype=np.uint8, mode="r", shape=(int(np.sum(lengths)),)) if shared
+                 else np.load(os.path.join(folder, "codes.npy"), mmap_mode="r"))
+        _reference = folder, Reference(names, starts, lengths, codes)
     return _reference[1]
 
 

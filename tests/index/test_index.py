@@ -124,10 +124,34 @@ def test_compiled_unpack_equals_numpy(monkeypatch, n):
     words, mask = alphabet.pack_2bit(codes), np.packbits(codes == alphabet.CODE_N)
     for threads in (1, 2):
         monkeypatch.setattr(host, "_threads", [threads])
-        got = unpack_codes(words, n, mask)
+        got, path = unpack_codes(words, n, mask)
         assert got.dtype == np.uint8 and np.array_equal(got, codes)
+        if path:  # another process of this user maps the same bytes by the path
+            assert np.array_equal(np.fromfile(path, dtype=np.uint8, count=n), codes)
     monkeypatch.setattr(host, "available", lambda: False)
-    assert np.array_equal(unpack_codes(words, n, mask), codes)
+    got, path = unpack_codes(words, n, mask)
+    assert np.array_equal(got, codes) and path is None
+
+
+def test_shared_codes_live_as_long_as_their_array():
+    """shared_bytes' memory is reachable by its path while the array lives, and its memfd is closed once the
+    array is gone; a pickled Reference does not carry the path (it names a file of this process)."""
+    import gc
+    import os
+    import pickle
+    from mapper.reference import Reference, shared_bytes
+    array, path = shared_bytes(1000)
+    if path is None:
+        pytest.skip("no memfd or /proc here")
+    array[:] = 7
+    assert os.path.getsize(path) == 1000 and np.fromfile(path, dtype=np.uint8).sum() == 7000
+    del array
+    gc.collect()
+    assert not os.path.exists(path)
+    codes, path = shared_bytes(16)
+    reference = Reference(["c"], np.array([0]), np.array([16]), codes)
+    reference.codes_path = path
+    assert pickle.loads(pickle.dumps(reference)).codes_path is None and reference.codes_path == path
 
 
 def test_profile_load_script_times_each_step(tmp_path, tricky_fasta):

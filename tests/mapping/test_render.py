@@ -25,7 +25,9 @@ def mapped(index_dir):
 
 
 def test_render_now_in_processes_equals_inline(mapped):
+    """The processes map the codes where the main process unpacked them (Reference.codes_path, a memfd)."""
     index, batch, rows, maps = mapped
+    assert index.reference.codes_path, "the index's codes should be shared with the render processes"
     want = render(batch, rows, maps, index.reference, False, 2, True)
     with HostWorkers(3, 1, index.reference, False, 2, True) as workers:
         got = workers.render_now(batch, rows, maps)
@@ -87,7 +89,8 @@ def test_adopted_processes_get_their_reference_files_written_early(mapped, tmp_p
         workers.adopt(pool)
         folder, _, thread, _ = workers._early
         thread.join()
-        assert sorted(os.listdir(folder.name)) == ["codes.npy", "contigs.npz"]
+        want_files = ["contigs.npz"] if index.reference.codes_path else ["codes.npy", "contigs.npz"]
+        assert sorted(os.listdir(folder.name)) == want_files
         got = workers.render_now(batch, rows, maps)
     assert (got.sam, got.unmapped, got.records) == (want.sam, want.unmapped, want.records)
     assert os.listdir(tmp_path) == []
