@@ -396,7 +396,6 @@ class HostWorkers:
         self._pool = None
         self._tmp = None
         self._spill = None
-        self._early = None  # (reference folder, job folder, the thread writing the first, its error) from adopt
         self._pending = collections.deque()
         ref_root, jobs_root = _temp_folders()
         remove_stale(ref_root, "gkmap-ref-")  # what a killed run left
@@ -418,39 +417,14 @@ class HostWorkers:
         return pool
 
     def adopt(self, pool):
-        """Use a pool from `spawn` (None: start one with the first full batch, as without). With a pool the
-        processes' reference files are written now, by a thread, while the first batch maps: the first
-        batch's hand-over waited for them (a 3.1 Gbp genome's: 0.96 s on the H200 host)."""
+        """Use a pool from `spawn` (None: start one with the first full batch, as without)."""
         self._pool = pool
-        if pool is None or self._tmp is not None or self._early is not None:
-            return
-        folders, error = self._folders(), []
-
-        def write():
-            try:
-                _write_reference(folders[0].name, self.reference)
-            except BaseException as e:  # raised by the thread that needs the files (_start)
-                error.append(e)
-        thread = threading.Thread(target=write, name="gkmap-reference", daemon=True)
-        thread.start()
-        self._early = (*folders, thread, error)
-
-    @staticmethod
-    def _folders():
-        ref_root, jobs_root = _temp_folders()
-        return (tempfile.TemporaryDirectory(prefix=temp_prefix("gkmap-ref-"), dir=ref_root),
-                tempfile.TemporaryDirectory(prefix=temp_prefix("gkmap-jobs-"), dir=jobs_root))
 
     def _start(self):
-        if self._early is None:
-            self._tmp, self._spill = self._folders()
-            _write_reference(self._tmp.name, self.reference)
-        else:
-            self._tmp, self._spill, thread, error = self._early
-            self._early = None
-            thread.join()
-            if error:
-                raise error[0]
+        ref_root, jobs_root = _temp_folders()
+        self._tmp = tempfile.TemporaryDirectory(prefix=temp_prefix("gkmap-ref-"), dir=ref_root)
+        self._spill = tempfile.TemporaryDirectory(prefix=temp_prefix("gkmap-jobs-"), dir=jobs_root)
+        _write_reference(self._tmp.name, self.reference)
         if self._pool is None:
             self._pool = _new_pool(self.workers)
 
@@ -517,10 +491,6 @@ class HostWorkers:
         if self._pool is not None:
             self._pool.shutdown(cancel_futures=True)
             self._pool = None
-        if self._early is not None:  # never started: its files are removed once the thread is done
-            self._tmp, self._spill, thread, _ = self._early
-            self._early = None
-            thread.join()
         for tmp in (self._tmp, self._spill):
             if tmp is not None:
                 tmp.cleanup()

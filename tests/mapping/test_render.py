@@ -75,36 +75,23 @@ def test_processes_spawned_before_the_index_render_short_batches_too(mapped):
     assert (got.sam, got.unmapped, got.records) == (want.sam, want.unmapped, want.records)
 
 
-def test_adopted_processes_get_their_reference_files_written_early(mapped, tmp_path, monkeypatch):
-    """With an adopted pool the reference files are written by a thread as soon as the pool is adopted,
-    the rendering that follows uses them, and a renderer closed before any batch removes them (the thread
-    done first); a write error reaches the first batch's hand-over."""
+def test_processes_map_the_shared_codes_or_a_written_file(mapped, tmp_path, monkeypatch):
+    """The render processes' reference: the contig table only, when the main process's codes are shared
+    (Reference.codes_path: the index's codes, unpacked into a memfd); codes.npy beside it for codes of
+    its own (a reference read from FASTA). Either way the same SAM, and no file left after."""
     import os
     import mapper.render as render_module
+    from mapper.reference import Reference
     index, batch, rows, maps = mapped
     monkeypatch.setattr(render_module, "_temp_folders", lambda: (str(tmp_path), str(tmp_path)))
-    want = render(batch, rows, maps, index.reference, False, None, True)
-    pool = HostWorkers.spawn(2)
-    with HostWorkers(2, 10 ** 6, index.reference, False, None, True) as workers:
-        workers.adopt(pool)
-        folder, _, thread, _ = workers._early
-        thread.join()
-        want_files = ["contigs.npz"] if index.reference.codes_path else ["codes.npy", "contigs.npz"]
-        assert sorted(os.listdir(folder.name)) == want_files
-        got = workers.render_now(batch, rows, maps)
-    assert (got.sam, got.unmapped, got.records) == (want.sam, want.unmapped, want.records)
-    assert os.listdir(tmp_path) == []
-    with HostWorkers(2, 10 ** 6, index.reference, False, None, True) as workers:
-        workers.adopt(HostWorkers.spawn(2))
-    assert os.listdir(tmp_path) == []
-
-    def fail(folder, reference):
-        raise OSError(28, "No space left on device")
-    monkeypatch.setattr(render_module, "_write_reference", fail)
-    with pytest.raises(OSError, match="No space"), HostWorkers(2, 10 ** 6, index.reference, False, None,
-                                                                True) as workers:
-        workers.adopt(HostWorkers.spawn(2))
-        workers.render_now(batch, rows, maps)
+    ref = index.reference
+    private = Reference(ref.names, ref.starts, ref.lengths, np.array(ref.codes))
+    want = render(batch, rows, maps, ref, False, None, True)
+    for reference, files in ((ref, ["contigs.npz"]), (private, ["codes.npy", "contigs.npz"])):
+        with HostWorkers(2, 1, reference, False, None, True) as workers:
+            got = workers.render_now(batch, rows, maps)
+            assert sorted(os.listdir(workers._tmp.name)) == files
+        assert (got.sam, got.unmapped, got.records) == (want.sam, want.unmapped, want.records)
     assert os.listdir(tmp_path) == []
 
 
