@@ -133,9 +133,10 @@ def test_compiled_unpack_equals_numpy(monkeypatch, n):
     assert np.array_equal(got, codes) and path is None
 
 
-def test_shared_codes_live_as_long_as_their_array():
+def test_shared_codes_live_as_long_as_their_array(monkeypatch):
     """shared_bytes' memory is reachable by its path while the array lives, and its memfd is closed once the
-    array is gone; a pickled Reference does not carry the path (it names a file of this process)."""
+    array is gone; a pickled Reference does not carry the path (it names a file of this process); where
+    memfd_create is refused the memory is private, with no path."""
     import gc
     import os
     import pickle
@@ -152,6 +153,12 @@ def test_shared_codes_live_as_long_as_their_array():
     reference = Reference(["c"], np.array([0]), np.array([16]), codes)
     reference.codes_path = path
     assert pickle.loads(pickle.dumps(reference)).codes_path is None and reference.codes_path == path
+
+    def refused(*args):
+        raise PermissionError(1, "Operation not permitted")
+    monkeypatch.setattr(os, "memfd_create", refused)  # a sandbox's seccomp: private memory, no path
+    private, none = shared_bytes(10)
+    assert none is None and len(private) == 10
 
 
 def test_profile_load_script_times_each_step(tmp_path, tricky_fasta):
