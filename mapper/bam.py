@@ -53,6 +53,7 @@ Why each choice:
   what a kill between creating and unlinking one left.
 """
 import collections
+import functools
 import itertools
 import os
 import struct
@@ -274,6 +275,13 @@ class _Bgzf:
         for start in range(0, len(joined), task):
             self._submit(joined[start:start + task])
 
+    def write_blocks(self, blocks):
+        """Whole BGZF blocks compressed elsewhere, after everything given so far."""
+        self.flush()
+        while self._flight:
+            self._handle.write(self._flight.popleft().result())
+        self._handle.write(blocks)
+
     def _submit(self, data):
         if self._pool is None:
             self._handle.write(bgzf_blocks(data, self._level))
@@ -325,20 +333,45 @@ class BamWriter(_Writer):
 
     def write(self, sam_records):
         """Every record is checked (pass 1) before any is written (pass 2, SLICE bytes of BAM at a time)."""
-        data, ends = self._encoder.lines(sam_records)
-        sizes = self._encoder.sizes(data, ends)
-        for lo, hi in _pieces(sizes, SLICE):
-            at = np.zeros(hi - lo + 1, np.int64)
-            np.cumsum(sizes[lo:hi], out=at[1:])
-            records = np.empty(int(at[-1]), np.uint8)
-            self._encoder.records(data, ends[lo:hi + 1], at, records)
-            self._bgzf.write(records)
+        _encode(self._encoder, self._bgzf, sam_records)
+
+    def write_blocks(self, blocks):
+        """BGZF blocks of records that `compressed_records` made (in a render process), after every record
+        written so far."""
+        self._bgzf.write_blocks(blocks)
 
     def close(self):
         self._bgzf.close()
 
     def abort(self):
         self._bgzf.abort()
+
+
+def _encode(encoder, bgzf, sam_records):
+    data, ends = encoder.lines(sam_records)
+    sizes = encoder.sizes(data, ends)
+    for lo, hi in _pieces(sizes, SLICE):
+        at = np.zeros(hi - lo + 1, np.int64)
+        np.cumsum(sizes[lo:hi], out=at[1:])
+        records = np.empty(int(at[-1]), np.uint8)
+        encoder.records(data, ends[lo:hi + 1], at, records)
+        bgzf.write(records)
+
+
+@functools.lru_cache(maxsize=2)
+def _one_thread_encoder(header_text):
+    return _Encoder(header_text, 1)
+
+
+def compressed_records(sam_records, header_text, out, level=DEFAULT_LEVEL):
+    """SAM record lines (bytes-like) as their BAM records, the header's @SQ lines giving the refIDs, in BGZF
+    blocks written to the binary file `out`, on this thread: a render process's share of a BAM output
+    (BamWriter.write_blocks appends it), so that the encoding and the compression run in the render
+    processes beside the GPU's work instead of in the process that drives it, which for 1 M chr20 reads
+    made BAM 0.9-1.0 s slower than SAM on the H200 host (2.81-2.91 s against 1.90-1.92 s)."""
+    bgzf = _Bgzf(out, 1, level)
+    _encode(_one_thread_encoder(header_text), bgzf, sam_records)
+    bgzf.flush()
 
 
 def pack(records):

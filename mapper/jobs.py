@@ -85,17 +85,18 @@ class _Job:
         log.info("%s", tally.summary())
         return tally
 
-    def render_host(self, workers, batch_size=None):
+    def render_host(self, workers, batch_size=None, bgzf=None):
         """render.HostWorkers for this run's records: `workers` processes, started with the first batch of
-        `batch_size` reads (the run's --batch-size by default; inline before that)."""
+        `batch_size` reads (the run's --batch-size by default; inline before that); with `bgzf` (a
+        compression level) they hand over their records as BAM in BGZF blocks (sinks.Format.blocks_level)."""
         opts = self.opts
         return HostWorkers(workers, batch_size or opts.batch_size, self.index.reference, opts.best,
-                           opts.max_records, bool(opts.unmapped), opts.read_group_id)
+                           opts.max_records, bool(opts.unmapped), opts.read_group_id, bgzf)
 
-    def renderer(self, tally, workers, pool=None):
+    def renderer(self, tally, workers, pool=None, bgzf=None):
         """The renderer a runner drives (submit / ready, below), over `workers` render processes of its own
         (`pool` from HostWorkers.spawn if started early); they end with the renderer's `with` block."""
-        host = self.render_host(workers)
+        host = self.render_host(workers, bgzf=bgzf)
         host.adopt(pool)
         return self.renderer_on(host, tally)
 

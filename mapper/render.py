@@ -39,7 +39,7 @@ from mapper.align import describe
 from mapper.outputs import remove_stale, temp_prefix
 from mapper.reads import ReadBatch
 from mapper.reference import Reference
-from mapper.sam import batch_records, read_scores, unmapped_records
+from mapper.sam import batch_records, header, read_scores, unmapped_records
 from mapper.seeding import strand_rows
 from mapper.verify import Mappings, select_loci
 
@@ -159,9 +159,11 @@ _MAP_FIELDS = ("row", "contig", "start", "end", "edits")
 
 @dataclass
 class SpilledText:
-    """Text a worker left in a file, to be copied to an output (`emit`) or read (`data`, `text`) once."""
+    """Text a worker left in a file, to be copied to an output (`emit`) or read (`data`, `text`) once; with
+    `bgzf`, the BAM records of SAM text as BGZF blocks (bam.compressed_records) for a BAM output."""
     path: str
     size: int
+    bgzf: bool = False
 
     def data(self):
         """The bytes, the file removed."""
@@ -307,15 +309,30 @@ def _warm():
     sam_kernel.load()
 
 
-def _render_job(reference, path, layout, first, a, b, options, folder):
+def _render_job(reference, path, layout, first, a, b, options, folder, bgzf=None):
     """Reads [a, b) of a batch file rendered against the reference files of folder `reference`; the texts
-    are left in files of `folder`."""
+    are left in files of `folder`, the SAM records as BAM in BGZF blocks of compression level `bgzf` when
+    it is not None."""
     batch, e, maps = _read_batch(path, layout, first)
     part, e, maps = _slice(batch, e, maps, a, b)
     rows = strand_rows(part.codes(), part.starts, e)
-    done = render(part, rows, maps, _worker_reference(reference), *options, raw=True)
-    done.sam, done.unmapped = _spill(done.sam, folder, ".sam"), _spill(done.unmapped, folder, ".fq")
+    ref = _worker_reference(reference)
+    done = render(part, rows, maps, ref, *options, raw=True)
+    sam = _spill(done.sam, folder, ".sam") if bgzf is None else _spill_bgzf(done.sam, ref, folder, bgzf)
+    done.sam, done.unmapped = sam, _spill(done.unmapped, folder, ".fq")
     return done
+
+
+def _spill_bgzf(records, reference, folder, level):
+    """SAM record text (uint8 array) as BAM records in BGZF blocks, in a file of `folder`; '' when empty."""
+    if not len(records):
+        return ""
+    from mapper.bam import compressed_records  # BAM runs only
+    fd, path = tempfile.mkstemp(dir=folder, suffix=".bgzf")
+    with os.fdopen(fd, "wb") as out:
+        compressed_records(records, header(reference, ""), out, level)
+        size = out.tell()
+    return SpilledText(path, size, bgzf=True)
 
 
 def _call_job(reference, function, args):
@@ -388,11 +405,13 @@ class HostWorkers:
     as the start-up would cost more than it saves; a caller that knows the input is big starts them earlier
     (`spawn`, then `adopt`)."""
 
-    def __init__(self, workers, batch_size, reference, best, max_records, want_unmapped, read_group=None):
+    def __init__(self, workers, batch_size, reference, best, max_records, want_unmapped, read_group=None,
+                 bgzf=None):
         self.workers = max(1, min(int(workers), MAX_WORKERS))
         self.batch_size = batch_size
         self.reference = reference
         self.options = (best, max_records, want_unmapped, read_group)
+        self.bgzf = bgzf  # a BAM output's compression level: the processes encode and compress its records
         self._pool = None
         self._tmp = None
         self._spill = None
@@ -441,7 +460,7 @@ class HostWorkers:
         path, layout = _write_batch(self._spill.name, batch, rows.e[:len(batch)], maps)
         with _signals_held():
             futures = [self._pool.submit(_render_job, self._tmp.name, path, layout, batch.first, a, b, self.options,
-                                         self._spill.name)
+                                         self._spill.name, self.bgzf)
                        for a, b in _slice_bounds(len(batch), self.workers, maps.row)]
         self._pending.append((batch, path, futures))
 

@@ -44,6 +44,14 @@ class Format:
     def of(cls, opts):
         return cls(opts.bam, opts.sort, opts.sort_memory, max(1, min(8, opts.host_workers())))
 
+    def blocks_level(self):
+        """The compression level at which render processes may hand over the records as BAM in BGZF blocks
+        (an unsorted BAM: appended as they come), else None (SAM text, which a sorted BAM needs too)."""
+        if not self.bam or self.sort:
+            return None
+        from mapper.bam import DEFAULT_LEVEL  # BAM runs only
+        return DEFAULT_LEVEL
+
 
 def _as_bytes(text):
     """A text (str, or a render process's file: render.SpilledText, removed once read) as bytes."""
@@ -71,6 +79,15 @@ class _TextSink:
         self.writer.close(raise_error=False)
 
 
+def _bam_write(bam, text):
+    """A rendered piece into a BAM writer: BGZF blocks a render process made (render.SpilledText with bgzf)
+    appended as they are, SAM text encoded and compressed here."""
+    if getattr(text, "bgzf", False):
+        bam.write_blocks(text.data())
+    else:
+        bam.write(_as_bytes(text))
+
+
 class _BamSink:
     """BAM from the rendered SAM text (mapper/bam.py), encoded and compressed off the mapping thread."""
 
@@ -80,7 +97,7 @@ class _BamSink:
             self.bam = SortedBamWriter(handle, head, form.threads, memory=form.sort_memory, temp_dir=folder)
         else:
             self.bam = BamWriter(handle, head, form.threads)
-        self.writer = BackgroundWriter(self.bam, write=lambda bam, text: bam.write(_as_bytes(text)))
+        self.writer = BackgroundWriter(self.bam, write=_bam_write)
 
     def close(self):
         self.writer.close()

@@ -65,8 +65,9 @@ def run_local(job):
         counters = job.open()
         tally = job.tally(counters)
         progress = stack.enter_context(progress_bar(opts, job.unit))
-        sinks = stack.enter_context(Sinks(job.outputs(opts), run_header(job.index.reference, opts), Format.of(opts)))
-        renderer = stack.enter_context(job.renderer(tally, workers, pool))
+        form = Format.of(opts)
+        sinks = stack.enter_context(Sinks(job.outputs(opts), run_header(job.index.reference, opts), form))
+        renderer = stack.enter_context(job.renderer(tally, workers, pool, form.blocks_level()))
         drive(job, items, counters, renderer, sinks.put, progress.update)
         with counters.timed("output"):
             sinks.close()

@@ -124,3 +124,29 @@ def test_format_benchmark_runs_every_format(tmp_path, index_dir):
     assert sorted(rows) == ["bam", "sam", "sorted", "view-b"], out
     assert all(line.endswith("records = sam") for line in rows.values()), out
     assert out.startswith("1,000 reads"), out
+
+
+def test_bam_blocks_made_by_render_processes(tmp_path, index_dir, monkeypatch):
+    """With render processes an unsorted BAM's records are encoded and compressed by the processes
+    (render.SpilledText with bgzf) and appended by the sink; a sorted BAM still gets SAM text. Either way
+    `samtools view` gives the SAM of an inline run, and the BAM passes quickcheck."""
+    import mapper.sinks as sinks
+    from mapper.options import MapOptions
+    from mapper.runners import local, map_reads
+    monkeypatch.setattr(local, "_several_batches", lambda opts: True)
+    appended = []
+    real = sinks._bam_write
+    monkeypatch.setattr(sinks, "_bam_write", lambda bam, text: appended.append(getattr(text, "bgzf", False))
+                        or real(bam, text))
+    common = dict(reference=str(MEASLES), reads=str(MEASLES_PAIR[0]), device="cpu", quiet=True,
+                  index_dir=str(index_dir(MEASLES)), batch_size=500)
+    map_reads(MapOptions(**common, output=str(tmp_path / "a.sam"), threads=1))
+    map_reads(MapOptions(**common, output=str(tmp_path / "b.bam"), threads=3))
+    assert appended and all(appended), "the processes should hand over BGZF blocks"
+    appended.clear()
+    map_reads(MapOptions(**common, output=str(tmp_path / "c.bam"), threads=3, sort=True))
+    assert appended and not any(appended), "a sorted BAM needs the records as text"
+    samtools("quickcheck", tmp_path / "b.bam", tmp_path / "c.bam")
+    want = records(tmp_path / "a.sam")
+    assert len(want) > 1000 and samtools("view", tmp_path / "b.bam").splitlines() == want
+    assert sorted(samtools("view", tmp_path / "c.bam").splitlines()) == sorted(want)
