@@ -7,6 +7,8 @@ Interface (what a sink calls):
                              memory=DEFAULT_SORT_MEMORY, temp_dir=None)
     writer.write(sam_records)   # bytes-like (bytes, memoryview, numpy uint8): whole SAM record lines, each
                                 # ending with '\\n'; not kept after the call (the buffer may be reused)
+    writer.write_blocks(blocks) # BamWriter: BGZF blocks of records made elsewhere (by a render process:
+                                # compressed_records(sam_records, header_text, out)), appended in order
     writer.close()              # everything written, then the BGZF EOF block; `handle` stays open
     writer.abort()              # after an error: stop the threads, drop the temporary files, write nothing more
 
