@@ -140,8 +140,15 @@ def _exchange(tmp, target):
     if now is None or not stat.S_ISREG(now):
         return False
     call = _renameat2()
-    return call is not None and call(_AT_FDCWD, os.fsencode(tmp), _AT_FDCWD, os.fsencode(target),
-                                     _RENAME_EXCHANGE) == 0
+    if call is None:
+        return False
+    swap = lambda: call(_AT_FDCWD, os.fsencode(tmp), _AT_FDCWD, os.fsencode(target), _RENAME_EXCHANGE) == 0
+    if not swap():
+        return False
+    if not stat.S_ISREG(os.lstat(tmp).st_mode):  # the target changed since it was looked at (a folder or a
+        swap()                                  # link now): put it back, never remove what is not ours
+        return False
+    return True
 
 
 def no_truncate(path, flags):

@@ -134,7 +134,8 @@ class Reference:
     def codes(self):
         if self._codes is None:
             seq2bit, nmask = self._packed
-            (self._codes, self.codes_path), self._packed = unpack_codes(seq2bit, self.size, nmask), None
+            self._codes, self.codes_path = unpack_codes(seq2bit, self.size, nmask)
+            self._packed = None
         return self._codes
 
     def bases(self, positions):

@@ -282,7 +282,7 @@ def _write_reference(folder, reference):
     """The reference as the workers load it: its contig table, and the codes where the workers map them (the
     main process's own memory when the reference has a codes_path, else codes.npy, memory-mapped by each:
     one copy in the page cache). Writing codes.npy took 0.77-0.94 s for a 3.1 Gbp genome on the H200 host."""
-    codes = np.asarray(reference.codes)
+    codes = np.asarray(reference.codes)  # unpacked first: an index's codes get their codes_path then
     shared = reference.codes_path or ""
     if not shared:
         np.save(os.path.join(folder, "codes.npy"), codes)

@@ -90,3 +90,21 @@ def test_a_failed_run_leaves_the_old_output(tmp_path):
     except RuntimeError:
         pass
     assert target.read_text() == "old\n" and [p.name for p in tmp_path.iterdir()] == ["out.sam"]
+
+
+def test_a_target_that_became_a_folder_is_put_back(tmp_path, monkeypatch):
+    """A target that was a file when looked at and is a folder when the names are exchanged (changed during
+    the run) is exchanged back, untouched, and the output fails with one error: the folder is never
+    left under a temporary name, which a later run's clean-up would remove."""
+    import pytest
+    if outputs._renameat2() is None:
+        pytest.skip("no renameat2 in this C library")
+    target = tmp_path / "out.sam"
+    target.mkdir()
+    (target / "keep.txt").write_text("the user's\n")
+    monkeypatch.setattr(outputs, "_mode", lambda path: 0o100644)  # what it was when looked at: a file
+    with pytest.raises(OSError):
+        with outputs.atomic_output(str(target)) as out:
+            out.write("new\n")
+    assert (target / "keep.txt").read_text() == "the user's\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["out.sam"]
