@@ -58,11 +58,14 @@ __device__ __forceinline__ unsigned int lanes_ballot(int predicate) { return __b
 template <typename T> __device__ __forceinline__ T lanes_shfl(T value, int lane) { return __shfl_sync(0xffffffffu, value, lane); }
 /* the highest lane set in `mask`, -1 for none */
 __device__ __forceinline__ int last_lane(unsigned int mask) { return mask ? 31 - __clz(mask) : -1; }
+/* the lowest lane set in `mask`, -1 for none */
+__device__ __forceinline__ int first_lane(unsigned int mask) { return __ffs(mask) - 1; }
 #else
 #define LANES 1
 static inline unsigned int lanes_ballot(int predicate) { return predicate ? 1u : 0u; }
 template <typename T> static inline T lanes_shfl(T value, int) { return value; }
 static inline int last_lane(unsigned int mask) { return mask ? 0 : -1; }
+static inline int first_lane(unsigned int mask) { return mask ? 0 : -1; }
 #endif
 
 /* The 16 high (hi = 1) or low (hi = 0) code bits of a 2-bit word, as a 16-bit value with base 0 in bit 15:

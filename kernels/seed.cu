@@ -14,9 +14,9 @@
  *                  total, kmer_hit = the k-mer's first hit in the row.
  * seed_hit_kmers   per chosen k-mer: its k-mer number into each of its hit slots, so that
  * seed_place       one thread per hit finds its k-mer; the hit's slot in the row's (contig, diagonal) order
- *                  by binary searches in the row's other chosen buckets (no merge; see the function), a
- *                  duplicate flag, and for distinct diagonals the adjacency filter (kmer_near: the k-mers
- *                  looked up in the reference codes).
+ *                  by searches in the row's other chosen buckets, shared by a warp (no merge; see the
+ *                  function), a duplicate flag, and for distinct diagonals the adjacency filter (the
+ *                  chosen k-mers answered by those searches, the others looked up in the reference codes).
  * seed_place_rows  the same result one thread per row, by merging the row's chosen lists (the host
  *                  layer's choice: few threads, big caches; see the function).
  * seed_segments    per block of a row's slots: where the row can be cut into independent segments (a
@@ -230,10 +230,24 @@ extern "C" __global__ void seed_hit_kmers(
  * are a prefix of list j: (contig(q), q - j*WS) < (c, d) exactly when q < T with
  * T = clamp(d + j*WS, start of contig c, start of contig c+1), since contig(q) grows with q; for the lower
  * lists (j < j0), equal keys come first too (bound T' from d + j*WS + 1), and a hit with an equal key in
- * a lower list is a duplicate. So one binary search per chosen list places a hit: no merge, no sort.
- * Each distinct hit then runs the adjacency filter (at most e of the row's k-mers missing from
- * [d + j*WS - e, d + j*WS + e]; N k-mers are missing), read from the reference codes (kmer_near). Every
- * slot of the row is written:
+ * a lower list is a duplicate. So one look-up per chosen list places a hit: no merge, no sort.
+ *
+ * The look-ups are shared by a warp. T grows with p (within a contig with d; across contigs the clamp
+ * moves it to the next contig's start or beyond), so in list j the answer of a hit lies between the
+ * answers of the first and the last hit of its run: the warp's lanes holding consecutive hits of one
+ * k-mer. Those two lanes binary-search the whole list; the others search only between the two answers,
+ * 32 hits' worth of list j, which is a cache line or two the edge lanes' searches just read. A warp
+ * then costs about two searches' dependent loads and one pass over nearby lines per list, where a
+ * search per lane scattered 32 of them over the bucket (a bucket of a genome-scale repeat holds
+ * thousands of positions).
+ *
+ * Each distinct hit then runs the adjacency filter: at most e of the row's k-mers missing from
+ * [d + j*WS - e, d + j*WS + e]; N k-mers are missing. The chosen lists answer from their look-up: every
+ * hit of list j before the answer lies below T and every hit from it on at or above T, so positions[ans-1]
+ * and positions[ans] decide (when [T - e, T + e] lies inside the diagonal's contig; else, and for the
+ * k-mers not chosen, kmer_near reads the reference codes). The decision does not depend on the order in
+ * which the k-mers are asked, only when it is known (the count stops once more than e are missing or
+ * k - e are present), so the free answers come first. Every slot of the row is written:
  * diag_contig, diag_value and diag_flags (0: duplicate; bit 0: distinct; bit 1: kept by the filter;
  * FLAG_MARGIN: a hit outside [core_lo, core_hi), see below).
  *
@@ -241,7 +255,10 @@ extern "C" __global__ void seed_hit_kmers(
  * lists hold the part's positions plus a margin in the neighbouring contigs, which the adjacency filter of
  * a diagonal near a contig end may need. Margin hits are placed like the others (the order is over the
  * whole lists) but never become diagonals; an equal key in the core cannot exist (another contig). With
- * one part, [core_lo, core_hi) covers the genome. */
+ * one part, [core_lo, core_hi) covers the genome.
+ *
+ * Lanes (common.cuh): every lane of a warp reaches every shuffle, so lanes past the launch's last hit take
+ * the last hit (same run, same answers) and write nothing. On the host a warp is one lane, its own run. */
 extern "C" __global__ void seed_place(
     const unsigned int *__restrict__ kmer_key, const uint8_t *__restrict__ kmer_flags,
     const int *__restrict__ kmer_row, const long long *__restrict__ kmer_hit, const int *__restrict__ hit_kmer,
@@ -253,10 +270,14 @@ extern "C" __global__ void seed_place(
     const uint8_t *__restrict__ genome, const long long genome_lo, const long long genome_hi,
     int *__restrict__ diag_contig, long long *__restrict__ diag_value, uint8_t *__restrict__ diag_flags)
 {
-    const long long h = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (h >= n_hits)
-        return;
-    const long long kk = k_begin + hit_kmer[h];
+    const long long thread = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const int lane = (int)(thread % LANES);
+    if (thread - lane >= n_hits)
+        return; /* the whole warp */
+    const int live = thread < n_hits;
+    const long long h = live ? thread : n_hits - 1;
+    const int g = hit_kmer[h];
+    const long long kk = k_begin + g;
     const int r = kmer_row[kk];
     const long long first = kfirst[r], base = slot[r - row_begin];
     const int k = nk[r], e = row_e[r], j0 = (int)(kk - first);
@@ -266,21 +287,41 @@ extern "C" __global__ void seed_place(
     const long long d = p - (long long)j0 * WS;
     const long long c_lo = contig_starts[c];
     const long long c_hi = c + 1 < n_contigs ? contig_starts[c + 1] : 0x7fffffffffffffffLL;
+    /* this lane's run: the lanes around it holding hits of the same k-mer */
+    const unsigned int before = (1u << lane) - 1u, upto = before | (1u << lane);
+    const int g_prev = lanes_shfl(g, lane > 0 ? lane - 1 : lane), g_next = lanes_shfl(g, lane + 1 < LANES ? lane + 1 : lane);
+    const int run_first = lane == 0 || g_prev != g, run_last = lane == LANES - 1 || g_next != g;
+    const int edge_first = last_lane(lanes_ballot(run_first) & upto);
+    const int edge_last = first_lane(lanes_ballot(run_last) & ~before);
     long long rank = i;
-    int dup = 0;
-    for (int j = 0; j < k; ++j) {
-        if (j == j0 || !(kmer_flags[first + j] & FLAG_CHOSEN))
+    int dup = 0, present = 1, missing = 0; /* this hit's own k-mer is present */
+    for (int j = 0; lanes_ballot(j < k); ++j) {
+        const uint8_t f = j < k ? kmer_flags[first + j] : 0;
+        missing += (f & FLAG_N) != 0;
+        const int ask = j != j0 && (f & FLAG_CHOSEN);
+        const unsigned int key = ask ? kmer_key[first + j] : 0;
+        const long long a = ask ? (long long)list_offsets[key] : 0, b = ask ? (long long)list_offsets[key + 1] : 0;
+        const long long target = d + (long long)j * WS, bound = clamp_to(target, c_lo, c_hi);
+        long long at = ask && (run_first || run_last) ? lower_bound(positions, a, b, bound) : a;
+        const long long lo = lanes_shfl(at, edge_first), hi = lanes_shfl(at, edge_last);
+        if (!ask)
             continue;
-        const unsigned int key = kmer_key[first + j];
-        const long long a = list_offsets[key], b = list_offsets[key + 1];
-        const long long target = d + (long long)j * WS;
-        const long long below = lower_bound(positions, a, b, clamp_to(target, c_lo, c_hi));
-        rank += below - a;
-        if (j < j0 && below < b && (long long)positions[below] < clamp_to(target + 1, c_lo, c_hi)) {
+        if (!run_first && !run_last)
+            at = lower_bound(positions, lo, hi, bound);
+        rank += at - a;
+        if (j < j0 && at < b && (long long)positions[at] < clamp_to(target + 1, c_lo, c_hi)) {
             ++rank;
             dup = 1;
         }
+        if (target - e >= c_lo && target + e < c_hi) {
+            const int found = (at > a && (long long)positions[at - 1] >= target - e)
+                              || (at < b && (long long)positions[at] <= target + e);
+            present += found;
+            missing += !found;
+        }
     }
+    if (!live)
+        return;
     const long long out = base + rank;
     diag_contig[out] = c;
     diag_value[out] = d;
@@ -292,16 +333,16 @@ extern "C" __global__ void seed_place(
         diag_flags[out] = 0;
         return;
     }
-    /* stop as soon as the answer is known: more than e missing rejects, k - e present keeps */
-    int present = 0, missing = 0;
+    /* the k-mers the look-ups did not answer, while the decision is open */
     for (int j = 0; j < k && missing <= e && present < k - e; ++j) {
+        const uint8_t f = kmer_flags[first + j];
         const long long target = d + (long long)j * WS;
-        if (!(kmer_flags[first + j] & FLAG_N)
-            && (j == j0 || kmer_near(genome, genome_lo, genome_hi, contig_starts, contig_ends, n_contigs,
-                                     kmer_key[first + j], target - e, target + e)))
-            ++present;
-        else
-            ++missing;
+        if (j == j0 || (f & FLAG_N) || ((f & FLAG_CHOSEN) && target - e >= c_lo && target + e < c_hi))
+            continue;
+        const int found = kmer_near(genome, genome_lo, genome_hi, contig_starts, contig_ends, n_contigs,
+                                    kmer_key[first + j], target - e, target + e);
+        present += found;
+        missing += !found;
     }
     diag_flags[out] = 1 | ((missing <= e) << 1);
 }
