@@ -12,14 +12,13 @@
  *                  below e+1 and its bucket is not empty (an N k-mer counts as size 0); row_seeds = how many
  *                  were chosen; kmer_size then = the chosen list's size in the index part, row_hits = their
  *                  total, kmer_hit = the k-mer's first hit in the row.
- * seed_hit_kmers   per chosen k-mer: its k-mer number into each of its hit slots, so that
- * seed_place       one thread per hit finds its k-mer; the hit's slot in the row's (contig, diagonal) order
- *                  by searches in the row's other chosen buckets, shared by a warp (no merge; see the
+ * seed_place       one thread per hit slot: its k-mer, the hit's slot in the row's (contig, diagonal) order by
+ *                  searches in the row's other chosen buckets, shared by a warp (no merge; see the
  *                  function), a duplicate flag, and for distinct diagonals the adjacency filter (the
  *                  chosen k-mers answered by those searches, the others looked up in the reference codes).
  * seed_place_rows  the same result one thread per row, by merging the row's chosen lists (the host
  *                  layer's choice: few threads, big caches; see the function).
- * seed_segments    per block of a row's slots: where the row can be cut into independent segments (a
+ * seed_segments    per block of a row's slots, LANES threads a block: where the row can be cut into independent segments (a
  *                  kept diagonal that certainly starts a new chain), so that a huge row is chained by many
  *                  warps.
  * seed_bands       per segment, LANES threads a segment (common.cuh): distinct kept diagonals are chained
@@ -41,16 +40,13 @@
  *                 only [genome_lo, genome_hi) (its pointer shifted so that global positions index it)
  * Per k-mer (at kfirst[row] + j): kmer_key uint32, kmer_size int64, kmer_flags uint8 (1 = has N, 2 = chosen),
  *      kmer_row int32, kmer_hit int64
- * JIT constants (-D): WS, OFFSET_T, SEED_GROUP (threads per k-mer in seed_hit_kmers), SEED_LANES (threads
- *      launched per segment of seed_bands and seed_compact: must be LANES).
+ * JIT constants (-D): WS, OFFSET_T, SEED_LANES (threads launched per block of seed_segments and per segment
+ *      of seed_bands and seed_compact: must be LANES).
  */
 #include "common.cuh"
 
 #ifndef WS
 #define WS 12
-#endif
-#ifndef SEED_GROUP
-#define SEED_GROUP 16
 #endif
 #ifndef OFFSET_T
 #define OFFSET_T unsigned int
@@ -113,7 +109,7 @@ extern "C" __global__ void seed_select(
         }
     }
     /* the chosen buckets' hits in this part of the index (all of it, unless it is cut into parts):
-     * kmer_size becomes the size of the list seed_hit_kmers and seed_place walk */
+     * kmer_size becomes the size of the list seed_place walks */
     long long hits = 0;
     for (int j = 0; j < k; ++j) {
         kmer_hit[first + j] = hits;
@@ -202,24 +198,12 @@ __device__ __forceinline__ long long clamp_to(long long value, long long lo, lon
     return value < lo ? lo : (value > hi ? hi : value);
 }
 
-/* Labels every hit slot of the launch with its k-mer (relative to k_begin), SEED_GROUP threads per k-mer:
- * seed_place then runs one thread per hit, so a k-mer with a huge bucket is spread over many threads
- * instead of holding up its group (one thread per k-mer made the launch as slow as its longest bucket). */
-extern "C" __global__ void seed_hit_kmers(
-    const uint8_t *__restrict__ kmer_flags, const int *__restrict__ kmer_row, const long long *__restrict__ kmer_hit,
-    const long long *__restrict__ kmer_size, const long long *__restrict__ slot, const int row_begin,
-    const long long k_begin, const long long n_kmers, int *__restrict__ hit_kmer)
+/* First slot of k-mer g of a launch (relative to k_begin): its row's first slot plus the row's hits before it. */
+__device__ __forceinline__ long long kmer_slot(const int *kmer_row, const long long *kmer_hit, const long long *slot,
+                                               int row_begin, long long k_begin, long long g)
 {
-    const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    const long long g = t / SEED_GROUP;
-    if (g >= n_kmers)
-        return;
     const long long kk = k_begin + g;
-    if (!(kmer_flags[kk] & FLAG_CHOSEN))
-        return;
-    const long long base = slot[kmer_row[kk] - row_begin] + kmer_hit[kk], size = kmer_size[kk];
-    for (long long i = t % SEED_GROUP; i < size; i += SEED_GROUP)
-        hit_kmer[base + i] = (int)g;
+    return slot[kmer_row[kk] - row_begin] + kmer_hit[kk];
 }
 
 /* Every hit of a row's chosen buckets goes straight to its place in the row's sorted diagonal list, one
@@ -261,9 +245,10 @@ extern "C" __global__ void seed_hit_kmers(
  * the last hit (same run, same answers) and write nothing. On the host a warp is one lane, its own run. */
 extern "C" __global__ void seed_place(
     const unsigned int *__restrict__ kmer_key, const uint8_t *__restrict__ kmer_flags,
-    const int *__restrict__ kmer_row, const long long *__restrict__ kmer_hit, const int *__restrict__ hit_kmer,
+    const int *__restrict__ kmer_row, const long long *__restrict__ kmer_hit,
     const int *__restrict__ nk, const long long *__restrict__ kfirst, const int *__restrict__ row_e,
-    const long long *__restrict__ slot, const int row_begin, const long long k_begin, const long long n_hits,
+    const long long *__restrict__ slot, const int row_begin, const long long k_begin, const long long n_kmers,
+    const long long n_hits,
     const OFFSET_T *__restrict__ list_offsets, const unsigned int *__restrict__ positions,
     const long long core_lo, const long long core_hi,
     const long long *__restrict__ contig_starts, const long long *__restrict__ contig_ends, const int n_contigs,
@@ -276,7 +261,23 @@ extern "C" __global__ void seed_place(
         return; /* the whole warp */
     const int live = thread < n_hits;
     const long long h = live ? thread : n_hits - 1;
-    const int g = hit_kmer[h];
+    /* the hit's k-mer: the last whose first slot is <= h (a k-mer without hits shares its slot with the
+     * next, so the last is the one holding h); lane 0 searches for the warp's first hit, and each lane
+     * steps on from there over the few k-mers the warp's 32 slots span */
+    long long g = 0;
+    if (lane == 0) {
+        long long hi = n_kmers;
+        while (hi - g > 1) {
+            const long long mid = (g + hi) >> 1;
+            if (kmer_slot(kmer_row, kmer_hit, slot, row_begin, k_begin, mid) <= h)
+                g = mid;
+            else
+                hi = mid;
+        }
+    }
+    g = lanes_shfl(g, 0);
+    while (g + 1 < n_kmers && kmer_slot(kmer_row, kmer_hit, slot, row_begin, k_begin, g + 1) <= h)
+        ++g;
     const long long kk = k_begin + g;
     const int r = kmer_row[kk];
     const long long first = kfirst[r], base = slot[r - row_begin];
@@ -289,7 +290,8 @@ extern "C" __global__ void seed_place(
     const long long c_hi = c + 1 < n_contigs ? contig_starts[c + 1] : 0x7fffffffffffffffLL;
     /* this lane's run: the lanes around it holding hits of the same k-mer */
     const unsigned int before = (1u << lane) - 1u, upto = before | (1u << lane);
-    const int g_prev = lanes_shfl(g, lane > 0 ? lane - 1 : lane), g_next = lanes_shfl(g, lane + 1 < LANES ? lane + 1 : lane);
+    const long long g_prev = lanes_shfl(g, lane > 0 ? lane - 1 : lane);
+    const long long g_next = lanes_shfl(g, lane + 1 < LANES ? lane + 1 : lane);
     const int run_first = lane == 0 || g_prev != g, run_last = lane == LANES - 1 || g_next != g;
     const int edge_first = last_lane(lanes_ballot(run_first) & upto);
     const int edge_last = first_lane(lanes_ballot(run_last) & ~before);
@@ -395,7 +397,7 @@ __device__ __forceinline__ long long merge_key(const unsigned int *positions, lo
 
 /* seed_place's result (every slot's contig, diagonal and flags) computed one thread per row, for a
  * processor with few, fast threads and big caches: the host layer (the cpu backend) launches this instead
- * of seed_hit_kmers + seed_place, whose one thread per hit pays e binary searches to place each hit.
+ * of seed_place, whose one thread per hit pays e searches to place each hit.
  *
  * Each chosen list is already in the row's order (positions ascending: contig, then diagonal q - j*WS
  * ascending), so the row's order is their merge, ties to the lower k-mer: a hit's slot is its place in the
@@ -516,39 +518,48 @@ extern "C" __global__ void seed_place_rows(
     }
 }
 
-/* Where a row's diagonal list may be cut into segments that seed_bands can take independently: one
- * thread per block of `segment` entries of a row (block k of row t: entries slot[t] + k * segment on);
+/* Where a row's diagonal list may be cut into segments that seed_bands can take independently: LANES
+ * threads per block of `segment` entries of a row (block k of row t: entries slot[t] + k * segment on);
  * seg_at = the first entry i of the block that certainly starts a new chain, or -1 (block 0: the row's
  * first entry). Entry i does when it is kept and its predecessor in the list (kept or not) lies on another
  * contig or more than e diagonals before it: the list is in (contig, diagonal) order, so the previous
  * kept entry lies at least as far back. From such an entry on, nothing of the chain state before it
  * matters, so the row's bands are the bands of its segments, one after the other. A row of millions of
  * hits (a poly-A read) falls into as many segments as its repeat copies allow, instead of keeping one
- * warp busy for the whole launch. */
+ * warp busy for the whole launch. The lanes read LANES consecutive entries a round (one line of each
+ * array, where a thread a block read them one by one) and stop at the first round that holds a cut. */
 extern "C" __global__ void seed_segments(
     const int *__restrict__ row_e, const long long *__restrict__ slot, const int row_begin,
     const int *__restrict__ block_row, const int *__restrict__ block_index, const int n_blocks, const int segment,
     const int *__restrict__ diag_contig, const long long *__restrict__ diag_value,
     const uint8_t *__restrict__ diag_flags, long long *__restrict__ seg_at)
 {
-    const int b = blockIdx.x * blockDim.x + threadIdx.x;
+    const long long thread = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const int b = (int)(thread / LANES), lane = (int)(thread % LANES);
     if (b >= n_blocks)
-        return;
+        return; /* the whole warp: a block's lanes are one warp */
     const int t = block_row[b];
     const long long begin = slot[t], stop = slot[t + 1], from = begin + (long long)block_index[b] * segment;
     if (from == begin) {
-        seg_at[b] = begin;
+        if (lane == 0)
+            seg_at[b] = begin;
         return;
     }
     const int e = row_e[row_begin + t];
     const long long to = from + segment < stop ? from + segment : stop;
-    for (long long i = from; i < to; ++i) {
-        if ((diag_flags[i] & 2) && (diag_contig[i] != diag_contig[i - 1] || diag_value[i] - diag_value[i - 1] > e)) {
-            seg_at[b] = i;
+    for (long long round = from; round < to; round += LANES) {
+        const long long i = round + lane;
+        const int cut = i < to && (diag_flags[i] & 2)
+                        && (diag_contig[i] != diag_contig[i - 1] || diag_value[i] - diag_value[i - 1] > e);
+        const unsigned int cuts = lanes_ballot(cut);
+        if (cuts) {
+            if (lane == 0)
+                seg_at[b] = round + first_lane(cuts);
             return;
         }
     }
-    seg_at[b] = -1;
+    if (lane == 0)
+        seg_at[b] = -1;
 }
 
 /* Bands of each segment (seed_segments) of a row, LANES threads a segment (common.cuh: a warp on the

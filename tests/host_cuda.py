@@ -9,7 +9,6 @@ from mapper.device.host import (SHIM, Timer, copy_into, copy_out, free_memory, f
                                   upload)
 
 
-GROUP = 32  # the GPU's group size, so the host runs of the tests launch what the GPU launches
 WARP = 1  # lane kernels need a warp's lanes in lockstep; the host runs an item's as one (LANES)
 SEED_BY_ROW = False  # and the GPU's seeding kernels (the cpu backend's are tested through mapper.device.host)
 SEED_SLOTS = None  # launches as large as the GPU's

@@ -176,7 +176,7 @@ class CudaBackend(Backend):
     @staticmethod
     def _kernel(index):
         """name -> a seed.cu kernel compiled for this index."""
-        defines = dict(WS=index.ws, SEED_GROUP=cuda.GROUP, SEED_LANES=cuda.WARP,
+        defines = dict(WS=index.ws, SEED_LANES=cuda.WARP,
                        OFFSET_T="unsigned int" if index.offsets.dtype == np.uint32 else "unsigned long long")
         return lambda name: cuda.function("seed.cu", name, **defines)
 
@@ -207,13 +207,12 @@ class CudaBackend(Backend):
         part = self._part
         held = (0, index.reference.size) if part is None else (part.pos_lo, part.pos_hi)
         n_contigs = len(index.reference.starts)
-        group = cuda.GROUP  # threads per chosen k-mer labelling its hits (seed.cu seed_hit_kmers)
         kernel = self._kernel(index)
         kept, self._selected = self._selected, None
         same = kept is not None and kept[0] is rows and kept[1] is part
         sel = kept[2] if same else self._select(rows, index, offsets, list_offsets)
         nk, kfirst, dev, d_nk, d_kfirst, hits = sel.nk, sel.kfirst, sel.dev, sel.d_nk, sel.d_kfirst, sel.hits
-        key, flags, kmer_row, kmer_hit, size = sel.key, sel.flags, sel.kmer_row, sel.kmer_hit, sel.size
+        key, flags, kmer_row, kmer_hit = sel.key, sel.flags, sel.kmer_row, sel.kmer_hit
         # the counts of a run in parts add up to the one-part run's: k-mers and seeds once, hits per core
         stats = SeedStats(kmers=sel.n_kmers if first_part else 0, hits=int(hits.sum()),
                           seeds=sel.seeds if first_part else 0)
@@ -235,13 +234,10 @@ class CudaBackend(Backend):
             if cuda.SEED_BY_ROW:  # the host: merge each row's lists (seed.cu seed_place_rows), ROW_BLOCK rows
                 cuda.launch(kernel("seed_place_rows"), count, key, flags, d_nk, d_kfirst, dev.e, d_slot, *rows_args,
                             *lists, n_contigs, *placed, block=ROW_BLOCK)
-            else:  # the GPU: one thread per hit, placed by binary searches, adjacency read from the reference
-                hit_kmer = cuda.scratch(4 * capacity)
-                cuda.launch(kernel("seed_hit_kmers"), group * (k_end - k_begin), flags, kmer_row, kmer_hit, size,
-                            d_slot, begin, k_begin, k_end - k_begin, hit_kmer)
-                cuda.launch(kernel("seed_place"), capacity, key, flags, kmer_row, kmer_hit, hit_kmer, d_nk, d_kfirst,
-                            dev.e, d_slot, begin, k_begin, capacity, *lists, contig_ends, n_contigs, genome, *held,
-                            *placed)
+            else:  # the GPU: one thread per hit, placed by searches a warp shares
+                cuda.launch(kernel("seed_place"), capacity, key, flags, kmer_row, kmer_hit, d_nk, d_kfirst, dev.e,
+                            d_slot, begin, k_begin, k_end - k_begin, capacity, *lists, contig_ends, n_contigs, genome,
+                            *held, *placed)
             seg_begin, seg_end, seg_row = _segments(kernel, dev.e, d_slot, slot, begin, placed)
             n_segs = len(seg_begin)
             d_begin, d_row = cuda.scratch_copy(seg_begin), cuda.scratch_copy(seg_row)
@@ -522,7 +518,7 @@ def _segments(kernel, row_e, d_slot, slot, row_begin, placed):
     block_row, block_index = ragged_arange(blocks)
     n = len(block_row)
     at = cuda.scratch(8 * n)
-    cuda.launch(kernel("seed_segments"), n, row_e, d_slot, row_begin, cuda.scratch_copy(block_row.astype(np.int32)),
+    cuda.launch(kernel("seed_segments"), n * cuda.WARP, row_e, d_slot, row_begin, cuda.scratch_copy(block_row.astype(np.int32)),
                 cuda.scratch_copy(block_index.astype(np.int32)), n, SEGMENT, *placed, at)
     at = cuda.from_device(at, (n,), np.int64)
     cut = at >= 0

@@ -26,7 +26,6 @@ from mapper.device import signatures
 
 KERNEL_DIR = Path(__file__).resolve().parent.parent / "kernels"  # a link to ../kernels in a checkout
 BLOCK = 256  # threads per block of every one-thread-per-item launch
-GROUP = 32  # threads that share one item's loop where a kernel lets a group do it (a warp; host.py: one)
 WARP = 32  # threads per item of a lane kernel (kernels/common.cuh LANES: a warp)
 SEED_BY_ROW = False  # seeding places each hit by binary searches, a thread a hit (host.py merges rows instead)
 SEED_SLOTS = None  # hit slots of a seeding launch per thread, at most (None: the working budget's bound only)

@@ -27,7 +27,6 @@ from mapper.cores import usable_cores
 from mapper.device import signatures
 from mapper.device.cuda import BLOCK, KERNEL_DIR, cached_build, code_defines
 
-GROUP = 1  # an item's loop is one OpenMP iteration's: a group of threads per item only adds iterations here
 WARP = 1  # a lane kernel's item runs as one thread here (kernels/common.cuh LANES)
 SEED_BY_ROW = True  # seeding merges each row's lists (seed.cu seed_place_rows): few threads, big caches
 # Hit slots of a seeding launch per OpenMP thread, at most. A launch's per-slot buffers (33 bytes a slot) are

@@ -121,6 +121,6 @@ def test_many_kernel_builds_load_in_one_process():
               "from mapper.verify import kernel_defines\n"
               "for L in range(64, 64 * 9, 64):\n"
               "    host.function('myers.cu', 'verify_windows', **kernel_defines(L))\n"
-              "host.function('seed.cu', 'seed_select', WS=12, SEED_GROUP=1, SEED_LANES=1)\n")
+              "host.function('seed.cu', 'seed_select', WS=12, SEED_LANES=1)\n")
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-500:]
