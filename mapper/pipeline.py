@@ -129,8 +129,8 @@ def find_mappings(batch, index, backend, filter_mode, fixed_e, reads_path, count
                 counters.filtered_out += rejected
                 counters.verified += len(cands)
                 with counters.timed("verify"):
-                    found.append(backend.verify(group, cands, reference))
-    return rows, found[0] if len(found) == 1 else Mappings.concat(found)
+                    found.extend(backend.verify_parts(group, cands, reference))
+    return rows, Mappings.concat(found)
 
 
 def find_loci(batch, index, backend, filter_mode, fixed_e, reads_path, counters, dump=None):

@@ -127,7 +127,8 @@ def _slice_bounds(n, workers, rows):
     one plus its verified mappings (`rows`, the mappings' strand rows), so that a few repeat reads with
     10^5 loci each are spread over the workers as a batch of ordinary reads is. At least one job per
     worker and per SLICE_READS reads; a read is never cut."""
-    weight = np.cumsum(1 + np.bincount(rows % n, minlength=n) if n else np.zeros(0, np.int64))
+    per_row = np.bincount(rows, minlength=2 * n)  # rows, not rows % n: a division per mapping cost seconds
+    weight = np.cumsum(1 + per_row[:n] + per_row[n:] if n else np.zeros(0, np.int64))
     jobs = min(n, max(workers, -(-n // SLICE_READS)))
     cuts = np.searchsorted(weight, weight[-1] * np.arange(1, jobs) / jobs, side="right") if jobs else []
     bounds = np.unique(np.concatenate([[0], cuts, [n]]))

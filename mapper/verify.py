@@ -58,8 +58,11 @@ class Mappings:
 
     @classmethod
     def concat(cls, parts):
-        """One Mappings of several (at least one), in the given order."""
-        return cls(*(np.concatenate([getattr(m, f.name) for m in parts]) for f in fields(cls)))
+        """One Mappings of several (at least one), in the given order, every field int64 (a device's parts
+        come in its narrower dtypes: widened in the same pass as the copy)."""
+        if len(parts) == 1:
+            return cls(*(getattr(parts[0], f.name).astype(np.int64, copy=False) for f in fields(cls)))
+        return cls(*(np.concatenate([getattr(m, f.name) for m in parts], dtype=np.int64) for f in fields(cls)))
 
 
 def verify(rows, cands, reference, budget=1 << 25):

@@ -51,3 +51,8 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def verify(self, rows, cands, reference):
         """StrandRows, Candidates, Reference -> verify.Mappings (all best ends per window, <= e edits)."""
+
+    def verify_parts(self, rows, cands, reference):
+        """`verify`'s mappings as a list of Mappings, for a caller that joins them with others' (the pipeline
+        joins a batch's once: at genome scale a batch holds 10^8 mappings, and each join is a copy)."""
+        return [self.verify(rows, cands, reference)]

@@ -45,6 +45,7 @@ class CpuBackend(CudaBackend):
     filter = _on_host(CudaBackend.filter)
     filtered = _on_host(CudaBackend.filtered)
     verify = _on_host(CudaBackend.verify)
+    verify_parts = _on_host(CudaBackend.verify_parts)
 
 
 class NumpyBackend(Backend):

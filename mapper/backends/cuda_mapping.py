@@ -352,15 +352,17 @@ class CudaBackend(Backend):
     def verify(self, rows, cands, reference):
         """kernels/myers.cu on every window. Candidates still on the GPU are verified there, and only the
         windows within e come back; host candidates (e.g. filtered group by group) are uploaded first."""
+        return Mappings.concat(self.verify_parts(rows, cands, reference))
+
+    def verify_parts(self, rows, cands, reference):
+        """`verify`, a Mappings per verification part (in the device's dtypes: Mappings.concat widens)."""
         if not isinstance(cands, DeviceCandidates):
             cands = DeviceCandidates.upload(cands)
         genome, dev = self._resident_genome(reference), self._rows_on_device(rows)
         _, _, contig_starts, contig_ends = self._resident_index_of_reference(reference)
         found = [self._verify_part(rows, part, genome, dev, contig_starts, contig_ends, reference)
                  for part in _pieces(cands.parts, self._capacity()[1])]
-        if not found:
-            return host_verify(rows, cands.host, reference)
-        return Mappings.concat(found)
+        return found or [host_verify(rows, cands.host, reference)]
 
     def _resident_index_of_reference(self, reference):
         """The contig table on the device: the run's index when it holds this reference, else uploaded."""
@@ -388,7 +390,7 @@ class CudaBackend(Backend):
         over = cuda.scratch(8 * n_over)
         cuda.memset(counts, 0, 16)
         cuda.launch(found, n, *common, *out, over)
-        maps = Mappings(*(cuda.from_device(buf, (n_maps,), dtype).astype(np.int64)
+        maps = Mappings(*(cuda.from_device(buf, (n_maps,), dtype)
                           for buf, dtype in zip(out, (np.int32, np.int32, np.int64, np.int64, np.int32))))
         if not n_over:
             return maps
