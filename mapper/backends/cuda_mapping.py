@@ -33,6 +33,11 @@ SEGMENT = 1024  # slots of a row in which seed_segments looks for one place to c
 ROW_BLOCK = 16  # rows a host thread takes at a time in seed_place_rows: a repeat read's row costs thousands of
                 # others', so the usual blocks of 256 rows left threads idle beside the block that held it
 RESERVE = 4 << 30  # without --gpu-memory: the device memory a batch's buffers keep to (the working budget)
+# Without --gpu-memory the pool may hold up to 2 x RESERVE (the freed buffers of earlier launches, kept for
+# reuse) where the device has room for it beside the index: trimming it to RESERVE at every row group made
+# the next launches allocate again (500,000 reads against a 3.1 Gbp proxy, one H200: 17.4-18.3 s against
+# 15.3 s never trimmed, where the pool grew to 13.8 GiB beside the index; buffers of few distinct sizes,
+# _room, keep it smaller).
 # With --gpu-memory M the whole run stays within M: CONTEXT for the CUDA context and the kernels' code, a
 # working budget W = M / WORK_SHARE for a batch's buffers (at most RESERVE), the rest for the index and the
 # reference (in parts when they need more). W bounds the buffers through the sizes they are cut to:
@@ -42,7 +47,7 @@ RESERVE = 4 << 30  # without --gpu-memory: the device memory a batch's buffers k
 # window, fewer windows than seed hits) half of W: the batch is seeded and verified in groups of reads
 # whose seed hits fit (seeding.hit_groups), whatever they hit.
 WORK_SHARE = 5
-SLOT_BYTES = 64     # seed.cu's per-slot arrays (diagonals 13, hit k-mer 4, bands 20) and the band output 24
+SLOT_BYTES = 64     # seed.cu's per-slot arrays (diagonals 13, bands 20) and the band output 24, rounded up
 VERIFY_BYTES = 160  # gather.cu windows 28, myers.cu outputs 8 + 12 a kept end (MAX_ENDS), found mappings
 MARGIN = 4096  # bases of the neighbouring contigs an index part holds on either side (index_parts.py)
 WHOLE = (0, 1 << 62)  # the core range of the one-part index: every position
@@ -68,6 +73,7 @@ class CudaBackend(Backend):
         self._part_buffers = None
         self._active = None   # (part, its device offsets, positions, genome pointer) during index_parts
         self._work = work     # bytes a batch's buffers may take (--memory, or --gpu-memory's share), None: no bound
+        self._trim_at = work  # pool bytes beyond which the buffers freed by earlier row groups go back
         self._selected = None  # (rows, part, selection) that row_groups found to be one group, for seed to reuse
 
     def _resident_index(self, index):
@@ -84,11 +90,14 @@ class CudaBackend(Backend):
         batch; in parts (index_parts.py) when they need more than they may take: with `memory` (--gpu-memory),
         what the run's working budget leaves of it (see CONTEXT), else the free device memory less RESERVE."""
         if memory is None:
-            budget = cuda.free_memory() - RESERVE
+            free = cuda.free_memory()
+            budget = free - RESERVE
             if self._work is None:  # a batch's buffers keep to the RESERVE the index leaves them (the pool, uncut,
                 self._work = RESERVE  # grew to 27 GiB beside a 3.1 Gbp index: peak GPU 41.8 GiB)
+                room = free - index_parts.device_bytes(index) >= 2 * RESERVE
+                self._trim_at = 2 * RESERVE if room else RESERVE
         else:
-            self._work = min(memory // WORK_SHARE, RESERVE)
+            self._work = self._trim_at = min(memory // WORK_SHARE, RESERVE)
             budget = memory - self._work - CONTEXT
             if budget <= 0:
                 raise UsageError(f"--gpu-memory {index_parts.size_text(memory)} is too small: a run needs "
@@ -217,7 +226,7 @@ class CudaBackend(Backend):
         stats = SeedStats(kmers=sel.n_kmers if first_part else 0, hits=int(hits.sum()),
                           seeds=sel.seeds if first_part else 0)
         if self._work is not None:
-            cuda.trim_pool(self._work)  # what earlier groups left in the pool beyond the budget goes back
+            cuda.trim_pool(self._trim_at)  # what earlier groups left in the pool beyond the budget goes back
         launch_slots, part_windows = self._capacity()
         parts = _Parts(part_windows, hits)
         for begin, end in _chunks(hits, launch_slots):
@@ -228,7 +237,8 @@ class CudaBackend(Backend):
                 continue
             k_begin, k_end = int(kfirst[begin]), int(kfirst[end - 1] + nk[end - 1])
             d_slot, rows_args = cuda.scratch_copy(slot), (begin, count)
-            diag_contig, diag_value, diag_flags = cuda.scratch(4 * capacity), cuda.scratch(8 * capacity), cuda.scratch(capacity)
+            room = _room(capacity, launch_slots)
+            diag_contig, diag_value, diag_flags = cuda.scratch(4 * room), cuda.scratch(8 * room), cuda.scratch(room)
             lists, placed = (list_offsets, positions, core[0], core[1], contig_starts), (diag_contig, diag_value,
                                                                                        diag_flags)
             if cuda.SEED_BY_ROW:  # the host: merge each row's lists (seed.cu seed_place_rows), ROW_BLOCK rows
@@ -241,7 +251,7 @@ class CudaBackend(Backend):
             seg_begin, seg_end, seg_row = _segments(kernel, dev.e, d_slot, slot, begin, placed)
             n_segs = len(seg_begin)
             d_begin, d_row = cuda.scratch_copy(seg_begin), cuda.scratch_copy(seg_row)
-            band_contig, band_lo, band_hi = cuda.scratch(4 * capacity), cuda.scratch(8 * capacity), cuda.scratch(8 * capacity)
+            band_contig, band_lo, band_hi = cuda.scratch(4 * room), cuda.scratch(8 * room), cuda.scratch(8 * room)
             n_diag, n_adj, n_band, n_margin = (cuda.scratch(4 * n_segs) for _ in range(4))
             lanes = n_segs * cuda.WARP  # seed_bands and seed_compact: a warp per segment (common.cuh LANES)
             cuda.launch(kernel("seed_bands"), lanes, dev.e, begin, d_begin, cuda.scratch_copy(seg_end), d_row, n_segs,
@@ -374,12 +384,13 @@ class CudaBackend(Backend):
     def _verify_part(self, rows, part, genome, dev, contig_starts, contig_ends, reference):
         n, row, contig, lo, hi = part
         gather = lambda name: cuda.function("gather.cu", name)
-        read_start, read_len, max_e = cuda.scratch(8 * n), cuda.scratch(4 * n), cuda.scratch(4 * n)
-        win_start, win_len = cuda.scratch(8 * n), cuda.scratch(4 * n)
+        room = _room(n, self._capacity()[1])
+        read_start, read_len, max_e = cuda.scratch(8 * room), cuda.scratch(4 * room), cuda.scratch(4 * room)
+        win_start, win_len = cuda.scratch(8 * room), cuda.scratch(4 * room)
         cuda.launch(gather("candidate_windows"), n, row, contig, lo, hi, n, dev.start, dev.length, dev.e,
                     contig_starts, contig_ends, read_start, read_len, max_e, win_start, win_len)
         best, n_ends, ends, starts, edits = _verify_device(genome, dev.codes, read_start, read_len, max_e, win_start,
-                                                           win_len, n, int(rows.length.max()))
+                                                           win_len, n, int(rows.length.max()), room)
         # found windows -> mapping records on the device (gather.cu found_mappings): count, then write
         found = gather("found_mappings")
         counts = cuda.scratch_copy(np.zeros(2, dtype=np.uint64))
@@ -481,7 +492,7 @@ class _Parts:
         if self.used + n > self.size:
             self._close()
             still = int(self.hits_after[end]) if end < len(self.hits_after) else 0
-            self.size = max(n, min(self.windows, n + still))
+            self.size = _room(max(n, min(self.windows, n + still)), self.windows)
             self.bufs = [cuda.scratch(np.dtype(t).itemsize * self.size) for t in COLUMNS]
         at, self.used = self.used, self.used + n
         return [cuda.shifted(buf, -at * np.dtype(t).itemsize) for buf, t in zip(self.bufs, COLUMNS)]
@@ -529,6 +540,13 @@ def _segments(kernel, row_e, d_slot, slot, row_begin, placed):
     last = np.append(row[1:] != row[:-1], True)  # a row's last segment ends where the row does
     end[last] = slot[row[last] + 1]
     return begin, end, row
+
+
+def _room(n, most):
+    """Items to allocate a buffer for n: n rounded up to a power of two, but not beyond `most` (the largest a
+    launch or part takes) unless n is larger. Launches of varying sizes then ask the pool for a few sizes,
+    which it reuses, instead of a new size (a new block, held once freed) for each launch."""
+    return max(n, min(1 << max(int(n) - 1, 0).bit_length(), most))
 
 
 def _chunks(hits, capacity):
@@ -579,12 +597,14 @@ def _take(buffer, n_src, index, planes=1, dtype=np.int32):
     return cuda.from_device(_take_device(buffer, n_src, index, planes, dtype), (planes * len(index),), dtype)
 
 
-def _verify_device(genome, reads, read_start, read_len, max_e, win_start, win_len, n, longest):
+def _verify_device(genome, reads, read_start, read_len, max_e, win_start, win_len, n, longest, room=None):
     """kernels/myers.cu on n windows given as device arrays; returns the device outputs
-    (best, n_ends, ends [MAX_ENDS, n], starts [MAX_ENDS, n], edits [MAX_ENDS, n])."""
+    (best, n_ends, ends [MAX_ENDS, n], starts [MAX_ENDS, n], edits [MAX_ENDS, n]), in buffers allocated for
+    `room` >= n windows (default n)."""
     kernel = cuda.function("myers.cu", "verify_windows", **{**kernel_defines(longest), "MAX_ENDS": MAX_ENDS})
-    best, n_ends = cuda.scratch(4 * n), cuda.scratch(4 * n)
-    ends, starts, edits = (cuda.scratch(4 * MAX_ENDS * n) for _ in range(3))
+    room = n if room is None else room
+    best, n_ends = cuda.scratch(4 * room), cuda.scratch(4 * room)
+    ends, starts, edits = (cuda.scratch(4 * MAX_ENDS * room) for _ in range(3))
     cuda.launch(kernel, n, genome, reads, read_start, read_len, max_e, win_start, win_len, n, 0,
                 best, n_ends, ends, starts, edits)
     return best, n_ends, ends, starts, edits

@@ -309,3 +309,32 @@ def test_seeding_equals_numpy_on_dense_repeats_at_contig_ends(backend, device_la
     assert want_stats.adjacent < want_stats.diagonals and len(np.unique(want.contig)) > 40
     assert same(got, want)
     assert got_stats == want_stats
+
+
+def test_buffer_sizes_are_few_and_never_short():
+    """Launch buffers are allocated for n rounded up to a power of two, at most the largest launch's size
+    (unless n is larger): a thousand launch sizes ask the pool for eleven sizes."""
+    room = cuda_mapping._room
+    assert {room(n, 1000) for n in range(1, 1001)} == {1 << k for k in range(10)} | {1000}
+    assert all(n <= room(n, 1000) <= max(n, 1000) for n in range(3000))
+
+
+def test_default_pool_keeps_twice_the_reserve_where_the_device_has_room(device_layer, monkeypatch, index_dir):
+    """Without --gpu-memory, buffers freed by earlier row groups stay pooled up to 2 x RESERVE when the
+    device holds that beside the index, else up to RESERVE; --gpu-memory's share bounds them otherwise."""
+    index = load_index(SHIGELLA, index_dir(SHIGELLA))
+    _, rows = batch_rows(READS / "shigella_dysenteriae_ERR6005894_R1.fastq.gz", 50)
+    need, reserve = cuda_mapping.index_parts.device_bytes(index), cuda_mapping.RESERVE
+    for free, memory, want in ((need + 2 * reserve, None, 2 * reserve), (need + 2 * reserve - 1, None, reserve),
+                               (1 << 50, 5 << 20, 1 << 20)):
+        monkeypatch.setattr(device_layer, "free_memory", lambda: free)
+        if memory:  # the index fits the rest of the budget
+            monkeypatch.setattr(cuda_mapping, "CONTEXT", 0)
+            monkeypatch.setattr(cuda_mapping.index_parts, "device_bytes", lambda index: 1)
+        run = cuda_mapping.CudaBackend()
+        run.load(index, memory)
+        limits = []
+        with monkeypatch.context() as patch:
+            patch.setattr(device_layer, "trim_pool", limits.append)
+            run.seed(rows, index)
+        assert limits == [want]
