@@ -73,7 +73,7 @@ class CudaBackend(Backend):
         self._part_buffers = None
         self._active = None   # (part, its device offsets, positions, genome pointer) during index_parts
         self._work = work     # bytes a batch's buffers may take (--memory, or --gpu-memory's share), None: no bound
-        self._trim_at = work  # pool bytes beyond which the buffers freed by earlier row groups go back
+        self._trim_at = None  # pool bytes beyond which the buffers freed by earlier row groups go back (None: _work)
         self._selected = None  # (rows, part, selection) that row_groups found to be one group, for seed to reuse
 
     def _resident_index(self, index):
@@ -226,7 +226,8 @@ class CudaBackend(Backend):
         stats = SeedStats(kmers=sel.n_kmers if first_part else 0, hits=int(hits.sum()),
                           seeds=sel.seeds if first_part else 0)
         if self._work is not None:
-            cuda.trim_pool(self._trim_at)  # what earlier groups left in the pool beyond the budget goes back
+            # what earlier groups left in the pool beyond the budget goes back
+            cuda.trim_pool(self._work if self._trim_at is None else self._trim_at)
         launch_slots, part_windows = self._capacity()
         parts = _Parts(part_windows, hits)
         for begin, end in _chunks(hits, launch_slots):
