@@ -30,19 +30,21 @@ from dataclasses import dataclass
 from mapper.options import PAIRED
 from mapper.paired import (PairCounters, PairSettings, confident_tlens, find_mates, insert_size, read_pairs,
                            render_pairs, side_paths)
-from mapper.pipeline import count_batch, find_mappings, open_mapping
+from mapper.pipeline import count_batch, find_mapping_parts, open_mapping
 from mapper.reads import prefetch, read_batches, with_codes
 from mapper.render import HostWorkers, render
+from mapper.verify import Mappings
 
 log = logging.getLogger("gkmap")
 
 
 @dataclass
 class MappedReads:
-    """A single-end batch after the mapping core: its StrandRows, verified mappings and candidate lines."""
+    """A single-end batch after the mapping core: its StrandRows, verified mappings (a list of Mappings parts,
+    pipeline.find_mapping_parts) and candidate lines."""
     batch: object
     rows: object
-    maps: object
+    maps: list
     candidates: str = ""      # --dump-candidates: the batch's candidates as pair lines
 
 
@@ -123,15 +125,15 @@ class SingleEndJob(_Job):
     def map(self, batch, counters):
         opts = self.opts
         dump = io.StringIO() if opts.dump_candidates else None
-        rows, maps = find_mappings(batch, self.index, self.backend, self.filter_mode, opts.e, opts.reads, counters,
-                                   dump)
-        return MappedReads(batch, rows, maps, dump.getvalue() if dump else "")
+        rows, parts = find_mapping_parts(batch, self.index, self.backend, self.filter_mode, opts.e, opts.reads,
+                                         counters, dump)
+        return MappedReads(batch, rows, parts, dump.getvalue() if dump else "")
 
     def render(self, mapped, tally):
         """Records of one mapped batch, rendered here (a Dask worker without render processes, the API)."""
         opts = self.opts
-        done = render(mapped.batch, mapped.rows, mapped.maps, self.index.reference, opts.best, opts.max_records,
-                      bool(opts.unmapped), opts.read_group_id)
+        done = render(mapped.batch, mapped.rows, Mappings.concat(mapped.maps), self.index.reference, opts.best,
+                      opts.max_records, bool(opts.unmapped), opts.read_group_id)
         count_batch(tally, done)
         return {"sam": done.sam, "unmapped": done.unmapped, "candidates": mapped.candidates}
 

@@ -109,6 +109,14 @@ def find_mappings(batch, index, backend, filter_mode, fixed_e, reads_path, count
     """Seeding, filter and verification of one batch (the mapping core): (StrandRows, every verified
     mapping, before loci are selected); updates `counters`. With `dump` (a text file), the candidates are
     also written there as pairs, before the filter (--dump-candidates)."""
+    rows, parts = find_mapping_parts(batch, index, backend, filter_mode, fixed_e, reads_path, counters, dump)
+    return rows, Mappings.concat(parts)
+
+
+def find_mapping_parts(batch, index, backend, filter_mode, fixed_e, reads_path, counters, dump=None):
+    """`find_mappings` with the verified mappings left in the parts verification returned them in (the
+    device's dtypes), for a caller that only passes them on: the render processes' batch file takes them
+    as they are, where joining a genome-scale batch's 10^8 mappings cost the mapping thread seconds."""
     reference = index.reference
     e = per_read_e(batch, fixed_e, reads_path)
     rows = strand_rows(batch.codes(), batch.starts, e)
@@ -130,7 +138,7 @@ def find_mappings(batch, index, backend, filter_mode, fixed_e, reads_path, count
                 counters.verified += len(cands)
                 with counters.timed("verify"):
                     found.extend(backend.verify_parts(group, cands, reference))
-    return rows, Mappings.concat(found)
+    return rows, found
 
 
 def find_loci(batch, index, backend, filter_mode, fixed_e, reads_path, counters, dump=None):

@@ -122,12 +122,25 @@ def render(batch, rows, maps, reference, best, max_records, want_unmapped, read_
     return Rendered(sam, unmapped, found.nh, len(loci), t1 - t0, time.perf_counter() - t1)
 
 
-def _slice_bounds(n, workers, rows):
+def _parts(maps):
+    """Verified mappings as a list of Mappings parts: a Mappings, or the parts themselves."""
+    return list(maps) if isinstance(maps, (list, tuple)) else [maps]
+
+
+def _row_counts(parts, n):
+    """Mappings per strand row [2n] of a batch of n reads (rows, not rows % n: a division per mapping cost
+    the mapping thread seconds at genome scale)."""
+    counts = np.zeros(2 * n, np.int64)
+    for part in parts:
+        counts += np.bincount(part.row, minlength=2 * n)
+    return counts
+
+
+def _slice_bounds(n, workers, per_row):
     """[a, b) read ranges that cut a batch of n reads into worker jobs of about equal work: a read weighs
-    one plus its verified mappings (`rows`, the mappings' strand rows), so that a few repeat reads with
-    10^5 loci each are spread over the workers as a batch of ordinary reads is. At least one job per
-    worker and per SLICE_READS reads; a read is never cut."""
-    per_row = np.bincount(rows, minlength=2 * n)  # rows, not rows % n: a division per mapping cost seconds
+    one plus its verified mappings (`per_row`: mappings per strand row, _row_counts), so that a few repeat
+    reads with 10^5 loci each are spread over the workers as a batch of ordinary reads is. At least one job
+    per worker and per SLICE_READS reads; a read is never cut."""
     weight = np.cumsum(1 + per_row[:n] + per_row[n:] if n else np.zeros(0, np.int64))
     jobs = min(n, max(workers, -(-n // SLICE_READS)))
     cuts = np.searchsorted(weight, weight[-1] * np.arange(1, jobs) / jobs, side="right") if jobs else []
@@ -137,8 +150,9 @@ def _slice_bounds(n, workers, rows):
 
 def _slice(batch, e, maps, a, b):
     """Reads [a, b) of a batch as a batch of their own, with their e and verified mappings renumbered (rows
-    a..b-1 forward and n+a..n+b-1 reverse become 0..m-1 and m..2m-1). `maps` in any order (the loci chosen
-    from them do not depend on it): each worker picks its own, so the main process need not sort them."""
+    a..b-1 forward and n+a..n+b-1 reverse become 0..m-1 and m..2m-1), widened to int64 (a batch file holds
+    them in the device's dtypes). `maps` in any order (the loci chosen from them do not depend on it): each
+    worker picks its own, so the main process need not sort them."""
     n = len(batch)
     s0, s1 = batch.starts[a], batch.starts[b]
     part = ReadBatch(batch.names[a:b], batch.seq[s0:s1], None if batch.qual is None else batch.qual[s0:s1],
@@ -146,7 +160,8 @@ def _slice(batch, e, maps, a, b):
     row = maps.row
     sub = maps.take(np.flatnonzero(((row >= a) & (row < b)) | ((row >= n + a) & (row < n + b))))
     row = np.where(sub.row < n, sub.row - a, sub.row - n - a + (b - a))
-    return part, e[a:b], Mappings(row, sub.contig, sub.start, sub.end, sub.edits)
+    return part, e[a:b], Mappings(*(x.astype(np.int64, copy=False) for x in (row, sub.contig, sub.start, sub.end,
+                                                                               sub.edits)))
 
 
 # -- worker processes: jobs and results travel as files, not through pipes ---------------------------------
@@ -189,25 +204,28 @@ def _spill_root():
 
 
 def _write_batch(folder, batch, e, maps):
-    """One file holding a batch's reads, e and mappings; returns (path, layout), layout
+    """One file holding a batch's reads, e and mappings (a Mappings or its parts, each field's parts one
+    after the other, in their common dtype: no join in the mapping thread); returns (path, layout), layout
     giving each array's (offset, dtype, count) for `_read_batch`. The arrays go out in one os.writev call
     (a loop only if the kernel takes part of them) instead of two writes an array: each call releases and
     retakes the GIL that the main process's reader and writer threads also hold (an A/B on 3 M chr20 reads
     could not tell the two apart from noise; fewer calls is kept as the simpler I/O)."""
-    arrays = dict(starts=batch.starts, e=np.asarray(e, dtype=np.int64), seq=batch.seq,
-                  names=np.frombuffer("\n".join(batch.names).encode(), dtype=np.uint8),
-                  **{f: getattr(maps, f) for f in _MAP_FIELDS})
+    parts = _parts(maps)
+    arrays = dict(starts=[batch.starts], e=[np.asarray(e, dtype=np.int64)], seq=[batch.seq],
+                  names=[np.frombuffer("\n".join(batch.names).encode(), dtype=np.uint8)],
+                  **{f: [getattr(p, f) for p in parts] for f in _MAP_FIELDS})
     if batch.qual is not None:
-        arrays["qual"] = batch.qual
+        arrays["qual"] = [batch.qual]
     layout, pieces, offset = {}, [], 0
-    for name, array in arrays.items():
-        array = np.ascontiguousarray(array)
+    for name, field in arrays.items():
+        dtype = np.result_type(*field) if field else np.dtype(np.int64)
+        field = [np.ascontiguousarray(a, dtype=dtype) for a in field]
         pad = -offset % 8
         pieces.append(bytes(pad))
         offset += pad
-        layout[name] = (offset, array.dtype.str, len(array))
-        pieces.append(memoryview(array).cast("B"))
-        offset += array.nbytes
+        layout[name] = (offset, dtype.str, sum(len(a) for a in field))
+        pieces += [memoryview(a).cast("B") for a in field]
+        offset += sum(a.nbytes for a in field)
     fd, path = tempfile.mkstemp(dir=folder, suffix=".batch")
     try:
         _write_all(fd, pieces)
@@ -449,20 +467,24 @@ class HostWorkers:
             self._pool = _new_pool(self.workers)
 
     def submit(self, batch, rows, maps):
+        """Queue a batch: its StrandRows and verified mappings (a Mappings, or verification's parts)."""
         # inline: one worker, a short light batch before any full one, or a daemonic process (a Dask worker by
         # default), which may not start processes of its own; processes already spawned are always used
-        short = len(batch) < self.batch_size and len(maps.row) <= INLINE_MAPPINGS
+        parts = _parts(maps)
+        short = len(batch) < self.batch_size and sum(len(p) for p in parts) <= INLINE_MAPPINGS
         if self._tmp is None and self._pool is None and (
                 self.workers == 1 or short or multiprocessing.current_process().daemon):
-            self._pending.append((batch, None, [render(batch, rows, maps, self.reference, *self.options)]))
+            done = render(batch, rows, Mappings.concat(parts), self.reference, *self.options)
+            self._pending.append((batch, None, [done]))
             return
         if self._tmp is None:
             self._start()
-        path, layout = _write_batch(self._spill.name, batch, rows.e[:len(batch)], maps)
+        path, layout = _write_batch(self._spill.name, batch, rows.e[:len(batch)], parts)
+        bounds = _slice_bounds(len(batch), self.workers, _row_counts(parts, len(batch)))
         with _signals_held():
             futures = [self._pool.submit(_render_job, self._tmp.name, path, layout, batch.first, a, b, self.options,
                                          self._spill.name, self.bgzf)
-                       for a, b in _slice_bounds(len(batch), self.workers, maps.row)]
+                       for a, b in bounds]
         self._pending.append((batch, path, futures))
 
     def submit_call(self, key, size, function, *args):

@@ -59,7 +59,9 @@ class Mappings:
     @classmethod
     def concat(cls, parts):
         """One Mappings of several (at least one), in the given order, every field int64 (a device's parts
-        come in its narrower dtypes: widened in the same pass as the copy)."""
+        come in its narrower dtypes: widened in the same pass as the copy); none: no mappings."""
+        if not parts:
+            return cls(*(np.zeros(0, dtype=np.int64) for _ in fields(cls)))
         if len(parts) == 1:
             return cls(*(getattr(parts[0], f.name).astype(np.int64, copy=False) for f in fields(cls)))
         return cls(*(np.concatenate([getattr(m, f.name) for m in parts], dtype=np.int64) for f in fields(cls)))

@@ -36,6 +36,30 @@ def test_render_now_in_processes_equals_inline(mapped):
     assert np.array_equal(got.nh, want.nh) and want.records > 500
 
 
+def test_mappings_in_parts_render_as_joined(mapped, tmp_path):
+    """The mapping thread hands verification's parts (narrow dtypes, some empty) to the render processes
+    unjoined: the batch file holds each field's parts one after the other, the workers widen them, and the
+    records and the slices' weights are those of the joined mappings."""
+    from mapper.render import _read_batch, _row_counts, _write_batch
+    from mapper.verify import Mappings
+    index, batch, rows, maps = mapped
+    cut = [0, 10, 10, len(maps) // 2, len(maps)]
+    narrow = lambda m: Mappings(m.row.astype(np.int32), m.contig.astype(np.int32), m.start, m.end,
+                                m.edits.astype(np.int32))
+    parts = [narrow(maps.take(np.arange(a, b))) for a, b in zip(cut[:-1], cut[1:])]
+    path, layout = _write_batch(str(tmp_path), batch, rows.e[:len(batch)], parts)
+    assert layout["row"][1] == np.dtype(np.int32).str and layout["start"][1] == np.dtype(np.int64).str
+    _, _, got = _read_batch(path, layout, batch.first)
+    for f in ("row", "contig", "start", "end", "edits"):
+        assert np.array_equal(getattr(got, f), getattr(maps, f)), f
+    n = len(batch)
+    assert np.array_equal(_row_counts(parts, n), np.bincount(maps.row, minlength=2 * n))
+    want = render(batch, rows, maps, index.reference, False, 2, True)
+    with HostWorkers(3, 1, index.reference, False, 2, True) as workers:
+        got = workers.render_now(batch, rows, parts)
+    assert (got.sam, got.unmapped, got.records) == (want.sam, want.unmapped, want.records)
+
+
 def test_batch_file_survives_short_writes(mapped, tmp_path, monkeypatch):
     """A batch file goes out in one writev where the kernel takes it all; where it takes a few bytes at a
     time (a full disk's last blocks, a signal), the rest follows and the file reads back the same."""
@@ -114,12 +138,12 @@ def test_slices_carry_equal_mappings_not_equal_reads():
     from mapper.render import _slice_bounds
     n = 1000
     rows = np.concatenate([np.full(30_000, 10), np.full(30_000, n + 500), np.full(30_000, 990), np.arange(2 * n)])
-    bounds = _slice_bounds(n, 4, rows)
+    bounds = _slice_bounds(n, 4, np.bincount(rows, minlength=2 * n))
     assert bounds[0][0] == 0 and bounds[-1][1] == n and all(b == c for (_, b), (c, _) in zip(bounds, bounds[1:]))
     weight = lambda a, b: (b - a) + int(np.isin(rows % n, np.arange(a, b)).sum())
     assert max(weight(a, b) for a, b in bounds) < 2 * (n + len(rows)) / 4
     assert sum(a <= r < b for a, b in bounds for r in (10, 500, 990)) == 3 and len(bounds) == 4
-    assert _slice_bounds(50_000, 2, np.arange(0)) == [(0, 10_000), (10_000, 20_000), (20_000, 30_000),
+    assert _slice_bounds(50_000, 2, np.zeros(100_000, np.int64)) == [(0, 10_000), (10_000, 20_000), (20_000, 30_000),
                                                       (30_000, 40_000), (40_000, 50_000)]
 
 
