@@ -335,6 +335,58 @@ __device__ __forceinline__ int leftmost_start(const u64 (&pA)[MAX_WORDS], const 
     return end - farthest + 1;
 }
 
+/* Whether the n bytes at a and b are equal. */
+__device__ __forceinline__ bool same_bytes(const uint8_t *a, const uint8_t *b, int n)
+{
+    for (int j = 0; j < n; ++j)
+        if (a[j] != b[j])
+            return false;
+    return true;
+}
+
+#define START_SLOTS 16 /* ends whose starts leftmost_starts remembers (a power of two) */
+#ifndef START_HASH_MASK
+#define START_HASH_MASK 0xffffffffffffffffull /* tests set 0: every end then hashes alike, and the byte
+                                               * comparison alone must tell the texts apart */
+#endif
+
+/* leftmost_start of each of `count` ends (window columns ends[k], costs edits[k]) into starts[k], for a
+ * cover that may take hundreds of ends in one window: a tandem repeat's. The reverse pass reads nothing
+ * but d and the span of text before the end (win[end - span + 1 .. end], span = min(end + 1, L + d)), so
+ * an end whose d and span of text equal an earlier end's has its start at the same distance: in a repeat
+ * of period p, ends p apart with the same cost see the same text. Earlier ends are found through a hash
+ * of (d, span, text) in START_SLOTS slots and confirmed byte for byte; the others run the pass. The pass
+ * costs about L + d columns of the read's words for every end where the window's own pass cost one
+ * column an end: in the refinement of the render processes' repeat stretches it was most of verify_wide. */
+__device__ __forceinline__ void leftmost_starts(const u64 (&pA)[MAX_WORDS], const u64 (&pC)[MAX_WORDS],
+                                                const u64 (&pG)[MAX_WORDS], const u64 (&pT)[MAX_WORDS],
+                                                const uint8_t *win, int L, const int *ends, const int *edits,
+                                                int count, int *starts)
+{
+    u64 seen[START_SLOTS];
+    int taken[START_SLOTS]; /* the index k of the end a slot holds, -1: none */
+    for (int slot = 0; slot < START_SLOTS; ++slot)
+        taken[slot] = -1;
+    for (int k = 0; k < count; ++k) {
+        const int end = ends[k], d = edits[k], span = min(end + 1, L + d);
+        const uint8_t *text = win + end - span + 1;
+        u64 h = 0xcbf29ce484222325ull ^ ((u64)d << 32 | (u64)span); /* FNV-1a over (d, span, text) */
+        for (int j = 0; j < span; ++j)
+            h = (h ^ text[j]) * 0x100000001b3ull;
+        h &= START_HASH_MASK;
+        const int slot = (int)(h >> 60) & (START_SLOTS - 1);
+        const int prior = taken[slot];
+        if (prior >= 0 && seen[slot] == h && edits[prior] == d && min(ends[prior] + 1, L + d) == span
+            && same_bytes(win + ends[prior] - span + 1, text, span)) {
+            starts[k] = end - (ends[prior] - starts[prior]);
+            continue;
+        }
+        starts[k] = leftmost_start(pA, pC, pG, pT, win, L, end, d);
+        seen[slot] = h;
+        taken[slot] = k;
+    }
+}
+
 /* The cover of a stored last row D, by the level-by-level sweep described above (D is overwritten); the
  * k-th end taken goes to take(k, column, d). Returns how many ends were taken. The sweeps run over the
  * columns from the first to the last within e only (one pass finds them): outside there is nothing to take,
@@ -463,7 +515,5 @@ extern "C" __global__ void verify_wide(
     n_ends_out[i] = count;
     u64 pA[MAX_WORDS], pC[MAX_WORDS], pG[MAX_WORDS], pT[MAX_WORDS];
     build_peq(read, L, 1, pA, pC, pG, pT);
-    int *starts = starts_out + cover_offset[i];
-    for (int k = 0; k < count; ++k)
-        starts[k] = leftmost_start(pA, pC, pG, pT, win, L, ends[k], edits[k]);
+    leftmost_starts(pA, pC, pG, pT, win, L, ends, edits, count, starts_out + cover_offset[i]);
 }

@@ -66,12 +66,19 @@ def tandem_windows(n, seed):
             np.cumsum(win_len) - win_len, win_len)
 
 
+@pytest.mark.parametrize("hashed", [True, False], ids=["hashed", "one-hash"])
 @pytest.mark.parametrize("budget", [1 << 25, 5000])
-def test_wide_kernel_equals_numpy_on_tandem_repeats(device_layer, budget):
+def test_wide_kernel_equals_numpy_on_tandem_repeats(device_layer, monkeypatch, budget, hashed):
     """verify_wide (verify.wide_covers) against the numpy twin on tandem-repeat windows of any width, with
-    leading columns skipped as locus refinement does; budget 5000 cuts the windows into many launches."""
+    leading columns skipped as locus refinement does; budget 5000 cuts the windows into many launches.
+    one-hash: every end's text hashes alike (myers.cu START_HASH_MASK 0), so an end's start is reused
+    from another's only where the byte comparison finds the same cost, span and text."""
     import numpy as np
+    from mapper import verify
     from mapper.verify import wide_covers, window_covers
+    if not hashed:
+        defines = verify.kernel_defines
+        monkeypatch.setattr(verify, "kernel_defines", lambda L: {**defines(L), "START_HASH_MASK": 0})
     reads, genome, read_start, read_len, max_e, win_start, win_len = tandem_windows(300, seed=budget)
     skip = np.minimum(np.random.default_rng(1).integers(0, 60, len(win_len)), win_len)
     want = window_covers(genome, reads, read_start, read_len, max_e, win_start, win_len, skip)
