@@ -253,20 +253,21 @@ class CudaBackend(Backend):
             n_segs = len(seg_begin)
             d_begin, d_row = cuda.scratch_copy(seg_begin), cuda.scratch_copy(seg_row)
             band_contig, band_lo, band_hi = cuda.scratch(4 * room), cuda.scratch(8 * room), cuda.scratch(8 * room)
-            n_diag, n_adj, n_band, n_margin = (cuda.scratch(4 * n_segs) for _ in range(4))
+            # the segments' four counts (diagonals, adjacent, bands, margin hits) in one buffer: one download
+            counts = cuda.scratch(16 * n_segs)
+            n_diag, n_adj, n_band, n_margin = (cuda.shifted(counts, -4 * n_segs * k) for k in range(4))
             lanes = n_segs * cuda.WARP  # seed_bands and seed_compact: a warp per segment (common.cuh LANES)
             cuda.launch(kernel("seed_bands"), lanes, dev.e, begin, d_begin, cuda.scratch_copy(seg_end), d_row, n_segs,
                         *placed, band_contig, band_lo, band_hi, n_diag, n_adj, n_band, n_margin)
-            bands = cuda.from_device(n_band, (n_segs,), np.int32).astype(np.int64)
-            stats.hits -= int(cuda.from_device(n_margin, (n_segs,), np.int32).sum())
-            stats.diagonals += int(cuda.from_device(n_diag, (n_segs,), np.int32).sum())
-            stats.adjacent += int(cuda.from_device(n_adj, (n_segs,), np.int32).sum())
+            diagonals, adjacent, bands, margin = cuda.from_device(counts, (4, n_segs), np.int32).astype(np.int64)
+            stats.hits -= int(margin.sum())
+            stats.diagonals += int(diagonals.sum())
+            stats.adjacent += int(adjacent.sum())
             total = int(bands.sum())
             if not total:
                 continue
-            cuda.launch(kernel("seed_compact"), lanes, d_begin, cuda.scratch_copy(np.cumsum(bands) - bands),
-                        cuda.scratch_copy(bands.astype(np.int32)), d_row, begin, n_segs, band_contig, band_lo, band_hi,
-                        *parts.room(total, end))
+            cuda.launch(kernel("seed_compact"), lanes, d_begin, cuda.scratch_copy(np.cumsum(bands) - bands), n_band,
+                        d_row, begin, n_segs, band_contig, band_lo, band_hi, *parts.room(total, end))
         cands = DeviceCandidates(parts.done())
         stats.bands = len(cands)
         return cands, stats
