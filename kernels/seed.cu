@@ -219,10 +219,11 @@ __device__ __forceinline__ long long kmer_slot(const int *kmer_row, const long l
  * The look-ups are shared by a warp. T grows with p (within a contig with d; across contigs the clamp
  * moves it to the next contig's start or beyond), so in list j the answer of a hit lies between the
  * answers of the first and the last hit of its run: the warp's lanes holding consecutive hits of one
- * k-mer. Those two lanes binary-search the whole list; the others search only between the two answers,
- * 32 hits' worth of list j, which is a cache line or two the edge lanes' searches just read. A warp
- * then costs about two searches' dependent loads and one pass over nearby lines per list, where a
- * search per lane scattered 32 of them over the bucket (a bucket of a genome-scale repeat holds
+ * k-mer. Those two lanes binary-search the whole list; the others search only between the two answers:
+ * the part of list j between the run's first and last targets, often a line or two that the edge lanes'
+ * searches just read (more where list j is much denser than the run's own, or the run crosses contigs).
+ * A warp then costs about two searches' dependent loads and a short search in nearby lines per list,
+ * where a search per lane scattered 32 of them over the bucket (a bucket of a genome-scale repeat holds
  * thousands of positions).
  *
  * Each distinct hit then runs the adjacency filter: at most e of the row's k-mers missing from

@@ -58,7 +58,7 @@ class Mappings:
 
     @classmethod
     def concat(cls, parts):
-        """One Mappings of several (at least one), in the given order, every field int64 (a device's parts
+        """One Mappings of several, in the given order, every field int64 (a device's parts
         come in its narrower dtypes: widened in the same pass as the copy); none: no mappings."""
         if not parts:
             return cls(*(np.zeros(0, dtype=np.int64) for _ in fields(cls)))

@@ -72,6 +72,7 @@ class CudaBackend(Backend):
         self._lists = {}      # part -> its host (offsets, positions), cut out once
         self._part_buffers = None
         self._active = None   # (part, its device offsets, positions, genome pointer) during index_parts
+        self._given = work    # the budget the caller set (--memory), None: load decides
         self._work = work     # bytes a batch's buffers may take (--memory, or --gpu-memory's share), None: no bound
         self._trim_at = None  # pool bytes beyond which the buffers freed by earlier row groups go back (None: _work)
         self._selected = None  # (rows, part, selection) that row_groups found to be one group, for seed to reuse
@@ -92,8 +93,12 @@ class CudaBackend(Backend):
         if memory is None:
             free = cuda.free_memory()
             budget = free - RESERVE
-            if self._work is None:  # a batch's buffers keep to the RESERVE the index leaves them (the pool, uncut,
-                self._work = RESERVE  # grew to 27 GiB beside a 3.1 Gbp index: peak GPU 41.8 GiB)
+            # decided at every load (a backend may load another index): the caller's budget, else the
+            # RESERVE the index leaves a batch's buffers (the pool, uncut, grew to 27 GiB beside a 3.1 Gbp
+            # index: peak GPU 41.8 GiB), the pool kept up to twice that where the device has room for it
+            self._work = self._trim_at = self._given
+            if self._given is None:
+                self._work = RESERVE
                 room = free - index_parts.device_bytes(index) >= 2 * RESERVE
                 self._trim_at = 2 * RESERVE if room else RESERVE
         else:

@@ -321,17 +321,18 @@ def test_buffer_sizes_are_few_and_never_short():
 
 def test_default_pool_keeps_twice_the_reserve_where_the_device_has_room(device_layer, monkeypatch, index_dir):
     """Without --gpu-memory, buffers freed by earlier row groups stay pooled up to 2 x RESERVE when the
-    device holds that beside the index, else up to RESERVE; --gpu-memory's share bounds them otherwise."""
+    device holds that beside the index, else up to RESERVE; --gpu-memory's share bounds them otherwise.
+    One backend loads in turn: each load decides anew (the last, without a budget, after one with)."""
     index = load_index(SHIGELLA, index_dir(SHIGELLA))
     _, rows = batch_rows(READS / "shigella_dysenteriae_ERR6005894_R1.fastq.gz", 50)
     need, reserve = cuda_mapping.index_parts.device_bytes(index), cuda_mapping.RESERVE
+    run = cuda_mapping.CudaBackend()
     for free, memory, want in ((need + 2 * reserve, None, 2 * reserve), (need + 2 * reserve - 1, None, reserve),
-                               (1 << 50, 5 << 20, 1 << 20)):
+                               (1 << 50, 5 << 20, 1 << 20), (1 << 50, None, 2 * reserve)):
         monkeypatch.setattr(device_layer, "free_memory", lambda: free)
         if memory:  # the index fits the rest of the budget
             monkeypatch.setattr(cuda_mapping, "CONTEXT", 0)
             monkeypatch.setattr(cuda_mapping.index_parts, "device_bytes", lambda index: 1)
-        run = cuda_mapping.CudaBackend()
         run.load(index, memory)
         limits = []
         with monkeypatch.context() as patch:
