@@ -36,8 +36,8 @@ RESERVE = 4 << 30  # without --gpu-memory: the device memory a batch's buffers k
 # Without --gpu-memory the pool may hold up to 2 x RESERVE (the freed buffers of earlier launches, kept for
 # reuse) where the device has room for it beside the index: trimming it to RESERVE at every row group made
 # the next launches allocate again (500,000 reads against a 3.1 Gbp proxy, one H200: 17.4-18.3 s against
-# 15.3 s never trimmed, where the pool grew to 13.8 GiB beside the index; buffers of few distinct sizes,
-# _room, keep it smaller).
+# 15.3 s never trimmed, where the device's peak rose from 20.4 to 29.7 GiB; buffers of few distinct
+# sizes, _room, keep it smaller).
 # With --gpu-memory M the whole run stays within M: CONTEXT for the CUDA context and the kernels' code, a
 # working budget W = M / WORK_SHARE for a batch's buffers (at most RESERVE), the rest for the index and the
 # reference (in parts when they need more). W bounds the buffers through the sizes they are cut to:
