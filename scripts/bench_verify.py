@@ -1,14 +1,17 @@
 #!/usr/bin/env python3
 """The verifier alone (kernels/myers.cu verify_windows, built for the host) on the real candidate windows of a
-read set, with the same timing of another checkout's kernel beside it in the same run.
+read set, or the locus selection after it, with the same timing of another checkout's beside it in one run.
 
-    scripts/bench_verify.py GENOME READS -e E [--index DIR] [--reads-max 30000] [--repeat 7] [--against TREE]
+    scripts/bench_verify.py GENOME READS -e E [--stage verify|loci] [--index DIR] [--reads-max 30000]
+        [--repeat 7] [--against TREE]
 
-The reads' first --reads-max are seeded by the cpu backend (index prebuilt with --index, else built), and
-their windows verified --repeat times on one thread: the minimum and the median of the calls, microseconds a
-window, and how many windows hold an alignment within e. With --against, the same measurement runs in a
+The reads' first --reads-max are seeded by the cpu backend (index prebuilt with --index, else built), then
+timed --repeat times on one thread: `verify` their windows verified (how many hold an alignment within e),
+`loci` the verified mappings' locus selection as a render process runs it (verify.select_loci: the
+refinement of nearby ends by verify_wide included; how many loci). Printed: the minimum and the median of
+the calls and microseconds an item (window, or mapping). With --against, the same measurement runs in a
 child process from that checkout (its mapper/ and kernels/; e.g. a `git worktree` of an earlier commit), one
-checkout after the other, and the ratio of the minima is printed. Both must find the same windows within e.
+checkout after the other, and the ratio of the minima is printed. Both must find the same counts.
 """
 import argparse
 import json
@@ -31,24 +34,29 @@ def measure(args):
     from mapper.pipeline import per_read_e
     from mapper.reads import read_batches
     from mapper.seeding import strand_rows
+    from mapper.verify import select_loci
     index = open_index(args.genome, None, args.index)
     backend = get_backend("cpu", 1, None)
     backend.load(index, None)
     batch = next(iter(read_batches(args.reads, args.reads_max)))
     rows = strand_rows(batch.codes(), batch.starts, per_read_e(batch, args.e, args.reads))
     cands, _ = backend.seed(rows, index)
-    cands = getattr(cands, "host", cands)
-    start, end = cands.windows(rows, index.reference)
-    r = cands.row
-    windows = (index.reference.codes, rows.codes, rows.start[r], rows.length[r], rows.e[r], start, end - start)
+    if args.stage == "loci":
+        maps = backend.verify(rows, cands, index.reference)
+        run, items = (lambda: len(select_loci(rows, maps, index.reference))), len(maps)
+    else:
+        cands = getattr(cands, "host", cands)
+        start, end = cands.windows(rows, index.reference)
+        r = cands.row
+        windows = (index.reference.codes, rows.codes, rows.start[r], rows.length[r], rows.e[r], start, end - start)
+        run, items = (lambda: int((verify_windows(*windows)[0] >= 0).sum())), len(start)
     seconds = []
     with using(host):  # one OpenMP thread: the cpu backend of get_backend(..., 1) set it
         for _ in range(args.repeat):
             t = time.perf_counter()
-            best = verify_windows(*windows)[0]
+            found = run()
             seconds.append(time.perf_counter() - t)
-    return {"windows": len(start), "within_e": int((best >= 0).sum()), "min_s": min(seconds),
-            "median_s": statistics.median(seconds)}
+    return {"items": items, "found": found, "min_s": min(seconds), "median_s": statistics.median(seconds)}
 
 
 def main():
@@ -56,6 +64,7 @@ def main():
     p.add_argument("genome")
     p.add_argument("reads")
     p.add_argument("-e", type=int, required=True)
+    p.add_argument("--stage", choices=("verify", "loci"), default="verify")
     p.add_argument("--index", help="index folder (default: next to the genome, built when missing)")
     p.add_argument("--reads-max", type=int, default=30_000)
     p.add_argument("--repeat", type=int, default=7)
@@ -69,23 +78,24 @@ def main():
     results = {}
     for label, tree in trees:
         command = [sys.executable, str(Path(__file__).resolve()), "--child", os.path.abspath(args.genome),
-                   os.path.abspath(args.reads), "-e", str(args.e), "--reads-max", str(args.reads_max),
+                   os.path.abspath(args.reads), "-e", str(args.e), "--stage", args.stage, "--reads-max", str(args.reads_max),
                    "--repeat", str(args.repeat)] + (["--index", os.path.abspath(args.index)] if args.index else [])
         env = dict(os.environ, PYTHONPATH=str(tree))
         done = subprocess.run(command, cwd=tree, env=env, capture_output=True, text=True)
         if done.returncode:
             raise SystemExit(f"{label} ({tree}) failed: {done.stderr[-800:]}")
         results[label] = json.loads(done.stdout.strip().splitlines()[-1])
-    print("| tree | windows | within e | min s | median s | us a window (min) |")
+    item, found = ("window", "within e") if args.stage == "verify" else ("mapping", "loci")
+    print(f"| tree | {item}s | {found} | min s | median s | us a {item} (min) |")
     print("|---|---|---|---|---|---|")
     for label, tree in trees:
         r = results[label]
-        print(f"| {label} ({tree}) | {r['windows']:,} | {r['within_e']:,} | {r['min_s']:.4f} | {r['median_s']:.4f} | "
-              f"{1e6 * r['min_s'] / r['windows']:.2f} |")
+        print(f"| {label} ({tree}) | {r['items']:,} | {r['found']:,} | {r['min_s']:.4f} | {r['median_s']:.4f} | "
+              f"{1e6 * r['min_s'] / r['items']:.2f} |")
     if args.against:
         a, b = results["this"], results["against"]
-        if (a["windows"], a["within_e"]) != (b["windows"], b["within_e"]):
-            raise SystemExit("the two checkouts found different windows within e")
+        if (a["items"], a["found"]) != (b["items"], b["found"]):
+            raise SystemExit(f"the two checkouts found different {found}")
         print(f"this / against (minima): {a['min_s'] / b['min_s']:.3f}")
 
 
