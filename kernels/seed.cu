@@ -18,9 +18,9 @@
  *                  chosen k-mers answered by those searches, the others looked up in the reference codes).
  * seed_place_rows  the same result one thread per row, by merging the row's chosen lists (the host
  *                  layer's choice: few threads, big caches; see the function).
- * seed_segments    per block of a row's slots, LANES threads a block: where the row can be cut into independent segments (a
- *                  kept diagonal that certainly starts a new chain), so that a huge row is chained by many
- *                  warps.
+ * seed_segments    per block of a row's slots, LANES threads a block: where the row can be cut into
+ *                  independent segments (a kept diagonal that certainly starts a new chain), so that a huge
+ *                  row is chained by many warps.
  * seed_bands       per segment, LANES threads a segment (common.cuh): distinct kept diagonals are chained
  *                  while consecutive ones are <= e apart; a chain is cut into bands (d - chain_first) / (e+1);
  *                  each band is written as (contig, first diagonal, last diagonal) at the segment's slots.

@@ -53,6 +53,7 @@ class Backend(abc.ABC):
         """StrandRows, Candidates, Reference -> verify.Mappings (all best ends per window, <= e edits)."""
 
     def verify_parts(self, rows, cands, reference):
-        """`verify`'s mappings as a list of Mappings, for a caller that joins them with others' (the pipeline
-        joins a batch's once: at genome scale a batch holds 10^8 mappings, and each join is a copy)."""
+        """`verify`'s mappings as a list of Mappings, for a caller that need not join them (the render
+        processes' batch file takes a batch's parts as they are: at genome scale a batch holds 10^8
+        mappings, and each join is a copy in the mapping thread)."""
         return [self.verify(rows, cands, reference)]

@@ -538,8 +538,9 @@ def _segments(kernel, row_e, d_slot, slot, row_begin, placed):
     block_row, block_index = ragged_arange(blocks)
     n = len(block_row)
     at = cuda.scratch(8 * n)
-    cuda.launch(kernel("seed_segments"), n * cuda.WARP, row_e, d_slot, row_begin, cuda.scratch_copy(block_row.astype(np.int32)),
-                cuda.scratch_copy(block_index.astype(np.int32)), n, SEGMENT, *placed, at)
+    cuda.launch(kernel("seed_segments"), n * cuda.WARP, row_e, d_slot, row_begin,
+                cuda.scratch_copy(block_row.astype(np.int32)), cuda.scratch_copy(block_index.astype(np.int32)), n,
+                SEGMENT, *placed, at)
     at = cuda.from_device(at, (n,), np.int64)
     cut = at >= 0
     begin, row = at[cut], block_row[cut].astype(np.int32)
