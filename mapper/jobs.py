@@ -7,6 +7,7 @@ same steps whatever the job is:
     open()                  the index, made resident where the backend works, and the backend: timed `load`
     inputs(size)            the input items, in order: ReadBatch, or (R1 batch, R2 batch, QNAMEs)
     map(item, counters)     the mapping core on the device (main process, or a worker's task)
+    map_pieces(item, counters)  the same, yielded in pieces of whole reads as they are mapped (the run loop's)
     lookahead(mapped)       what `settle` needs of a mapped item, small enough to send to a client
     settle(items)           settings that need the first mapped items (the paired insert-size range);
                             consumes (item, lookahead) pairs only as far as needed, returns those it took
@@ -30,7 +31,7 @@ from dataclasses import dataclass
 from mapper.options import PAIRED
 from mapper.paired import (PairCounters, PairSettings, confident_tlens, find_mates, insert_size, read_pairs,
                            render_pairs, side_paths)
-from mapper.pipeline import count_batch, find_mapping_parts, open_mapping
+from mapper.pipeline import count_batch, find_mapping_pieces, open_mapping
 from mapper.reads import prefetch, read_batches, with_codes
 from mapper.render import HostWorkers, render
 from mapper.verify import Mappings
@@ -40,12 +41,19 @@ log = logging.getLogger("gkmap")
 
 @dataclass
 class MappedReads:
-    """A single-end batch after the mapping core: its StrandRows, verified mappings (a list of Mappings parts,
-    pipeline.find_mapping_parts) and candidate lines."""
+    """Reads [a, b) of a single-end batch after the mapping core (all of them, or a piece:
+    pipeline.MappingPiece): the batch, its StrandRows, the reads' verified mappings (a list of Mappings
+    parts, rows numbered in the batch) and candidate lines."""
     batch: object
     rows: object
     maps: list
-    candidates: str = ""      # --dump-candidates: the batch's candidates as pair lines
+    candidates: str = ""      # --dump-candidates: the reads' candidates as pair lines
+    a: int = 0
+    b: int = None             # None: the batch's end
+
+    def __post_init__(self):
+        if self.b is None:
+            self.b = len(self.batch)
 
 
 class _Job:
@@ -73,6 +81,10 @@ class _Job:
     settles = False           # whether `settle` sets something the rendering needs (a Dask client then maps
                               # each chunk and renders it in a second task, once settled)
     needs_lookahead = False   # whether `settle` reads lookaheads (a Dask client then asks the workers)
+
+    def map_pieces(self, item, counters):
+        """`map`'s result in the pieces the run loop renders one by one (one, unless a job cuts its items)."""
+        yield self.map(item, counters)
 
     def lookahead(self, mapped):
         return None
@@ -112,7 +124,7 @@ class SingleEndJob(_Job):
 
     @staticmethod
     def units(mapped):
-        return len(mapped.batch)
+        return mapped.b - mapped.a
 
     @staticmethod
     def outputs(opts):
@@ -123,14 +135,27 @@ class SingleEndJob(_Job):
         return prefetch(with_codes(read_batches(self.opts.reads, size or self.opts.batch_size)))
 
     def map(self, batch, counters):
+        pieces = list(self.map_pieces(batch, counters))
+        return MappedReads(batch, pieces[0].rows, [part for piece in pieces for part in piece.maps],
+                           "".join(piece.candidates for piece in pieces))
+
+    def map_pieces(self, batch, counters):
+        """The batch as MappedReads pieces of whole reads, each as soon as it is mapped (the run loop renders
+        one while the device maps the next: pipeline.PIECE_READS)."""
         opts = self.opts
         dump = io.StringIO() if opts.dump_candidates else None
-        rows, parts = find_mapping_parts(batch, self.index, self.backend, self.filter_mode, opts.e, opts.reads,
-                                         counters, dump)
-        return MappedReads(batch, rows, parts, dump.getvalue() if dump else "")
+        for piece in find_mapping_pieces(batch, self.index, self.backend, self.filter_mode, opts.e, opts.reads,
+                                         counters, dump):
+            candidates = ""
+            if dump is not None:
+                candidates = dump.getvalue()
+                dump.seek(0)
+                dump.truncate()
+            yield MappedReads(batch, piece.rows, piece.parts, candidates, piece.a, piece.b)
 
     def render(self, mapped, tally):
-        """Records of one mapped batch, rendered here (a Dask worker without render processes, the API)."""
+        """Records of one mapped batch (`map`'s: all its reads), rendered here (a Dask worker without render
+        processes, the API)."""
         opts = self.opts
         done = render(mapped.batch, mapped.rows, Mappings.concat(mapped.maps), self.index.reference, opts.best,
                       opts.max_records, bool(opts.unmapped), opts.read_group_id)
@@ -161,7 +186,7 @@ class _BatchRenderer(_Rendering):
 
     def submit(self, mapped):
         self._candidates.append(mapped.candidates)
-        self.host.submit(mapped.batch, mapped.rows, mapped.maps)
+        self.host.submit(mapped.batch, mapped.rows, mapped.maps, mapped.a, mapped.b)
 
     def ready(self, block=False):
         for batch, parts in self.host.ready(block):

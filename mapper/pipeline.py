@@ -115,30 +115,65 @@ def find_mappings(batch, index, backend, filter_mode, fixed_e, reads_path, count
 
 def find_mapping_parts(batch, index, backend, filter_mode, fixed_e, reads_path, counters, dump=None):
     """`find_mappings` with the verified mappings left in the parts verification returned them in (the
-    device's dtypes), for a caller that only passes them on: the render processes' batch file takes them
-    as they are, where joining a genome-scale batch's 10^8 mappings cost the mapping thread seconds."""
+    device's dtypes), for a caller that only passes them on."""
+    found = []
+    for piece in find_mapping_pieces(batch, index, backend, filter_mode, fixed_e, reads_path, counters, dump):
+        found.extend(piece.parts)
+    return piece.rows, found
+
+
+# A batch whose reads hit much is seeded and verified in row groups (the backend's memory budget); the
+# groups' mappings are handed on in pieces of at least PIECE_READS reads or PIECE_MAPPINGS mappings, so that
+# the render processes start on a piece while the device maps the next. One piece a batch took 1,000 repeat
+# reads against a 3.1 Gbp proxy (one H200) through 5 s of mapping, then 5 s of rendering, then 3 s of
+# writing, one after the other; a batch of ordinary reads there is ~30 groups, its first rendered only
+# once the last was verified.
+PIECE_READS = 25_000
+PIECE_MAPPINGS = 1 << 24
+
+
+@dataclass
+class MappingPiece:
+    """Reads [a, b) of a batch after the mapping core: the batch's StrandRows (`rows`) and the reads'
+    verified mappings, as verification's parts, rows numbered in the batch."""
+    rows: object
+    a: int
+    b: int
+    parts: list
+
+
+def find_mapping_pieces(batch, index, backend, filter_mode, fixed_e, reads_path, counters, dump=None):
+    """The mapping core of a batch (`find_mappings`), yielded in MappingPieces of whole reads, in read
+    order, as they are done (see PIECE_READS). With the index in parts (a device too small for it) a group
+    is complete only after the last part: then the batch is one piece."""
     reference = index.reference
     e = per_read_e(batch, fixed_e, reads_path)
     rows = strand_rows(batch.codes(), batch.starts, e)
-    found = []
+    n = len(batch)
+    found, a, held = [], 0, 0
     with contextlib.closing(backend.index_parts(index, rows)) as parts:  # one part unless the GPU is too small
         for _ in counters.timed_iter("load", parts):
             with counters.timed("seed"):
                 groups = backend.row_groups(rows, index)  # one unless the batch's reads hit too much
             for group in groups:
                 with counters.timed("seed"):
-                    cands, stats = backend.seed(group, index)
+                    cands, stats = backend.seed(group.rows, index)
                 counters.seeding.add(stats)
                 if dump is not None:
                     with counters.timed("output"):
-                        dump.write(candidate_pairs(group, cands, reference))
+                        dump.write(candidate_pairs(group.rows, cands, reference))
                 with counters.timed("filter"):
-                    cands, rejected = backend.filtered(filter_mode, group, cands, reference)
+                    cands, rejected = backend.filtered(filter_mode, group.rows, cands, reference)
                 counters.filtered_out += rejected
                 counters.verified += len(cands)
                 with counters.timed("verify"):
-                    found.extend(backend.verify_parts(group, cands, reference))
-    return rows, found
+                    verified = backend.verify_parts(group.rows, cands, reference)
+                found.extend(verified)
+                held += sum(len(part) for part in verified)
+                if backend.whole_index and group.b < n and (group.b - a >= PIECE_READS or held >= PIECE_MAPPINGS):
+                    yield MappingPiece(rows, a, group.b, found)
+                    found, a, held = [], group.b, 0
+    yield MappingPiece(rows, a, n, found)
 
 
 def find_loci(batch, index, backend, filter_mode, fixed_e, reads_path, counters, dump=None):

@@ -76,6 +76,15 @@ class ReadBatch:
             self._codes = ENCODE[self.seq]
         return self._codes
 
+    def slice(self, a, b):
+        """Reads [a, b) as a batch of their own (views, the codes too where computed)."""
+        s0, s1 = self.starts[a], self.starts[b]
+        part = ReadBatch(self.names[a:b], self.seq[s0:s1], None if self.qual is None else self.qual[s0:s1],
+                         self.starts[a:b + 1] - s0, self.first + a)
+        if self._codes is not None:
+            part._codes = self._codes[s0:s1]
+        return part
+
 
 def with_codes(batches):
     """`batches`, each with its codes computed as it passes: run inside `prefetch`, the encoding happens in

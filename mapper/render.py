@@ -127,13 +127,15 @@ def _parts(maps):
     return list(maps) if isinstance(maps, (list, tuple)) else [maps]
 
 
-def _row_counts(parts, n):
-    """Mappings per strand row [2n] of a batch of n reads (rows, not rows % n: a division per mapping cost
-    the mapping thread seconds at genome scale)."""
+def _row_counts(parts, n, a=0, b=None):
+    """Mappings per strand row of reads [a, b) of a batch of n reads ([2(b - a)]: forward, then reverse),
+    counted on the batch's rows (not rows % n: a division per mapping cost the mapping thread seconds at
+    genome scale)."""
+    b = n if b is None else b
     counts = np.zeros(2 * n, np.int64)
     for part in parts:
         counts += np.bincount(part.row, minlength=2 * n)
-    return counts
+    return np.concatenate([counts[a:b], counts[n + a:n + b]])
 
 
 def _slice_bounds(n, workers, per_row):
@@ -148,18 +150,17 @@ def _slice_bounds(n, workers, per_row):
     return [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:])]
 
 
-def _slice(batch, e, maps, a, b):
+def _slice(batch, e, maps, a, b, numbering=None):
     """Reads [a, b) of a batch as a batch of their own, with their e and verified mappings renumbered (rows
     a..b-1 forward and n+a..n+b-1 reverse become 0..m-1 and m..2m-1), widened to int64 (a batch file holds
     them in the device's dtypes). `maps` in any order (the loci chosen from them do not depend on it): each
-    worker picks its own, so the main process need not sort them."""
-    n = len(batch)
-    s0, s1 = batch.starts[a], batch.starts[b]
-    part = ReadBatch(batch.names[a:b], batch.seq[s0:s1], None if batch.qual is None else batch.qual[s0:s1],
-                     batch.starts[a:b + 1] - s0, batch.first + a)
-    row = maps.row
-    sub = maps.take(np.flatnonzero(((row >= a) & (row < b)) | ((row >= n + a) & (row < n + b))))
-    row = np.where(sub.row < n, sub.row - a, sub.row - n - a + (b - a))
+    worker picks its own, so the main process need not sort them. `numbering` (n, o): the rows of `maps`
+    number a batch of n reads of which `batch` is reads o.. (a mapping piece); default (len(batch), 0)."""
+    n, o = numbering or (len(batch), 0)
+    part = batch.slice(a, b)
+    row, lo, hi = maps.row, o + a, o + b
+    sub = maps.take(np.flatnonzero(((row >= lo) & (row < hi)) | ((row >= n + lo) & (row < n + hi))))
+    row = np.where(sub.row < n, sub.row - lo, sub.row - n - lo + (b - a))
     return part, e[a:b], Mappings(*(x.astype(np.int64, copy=False) for x in (row, sub.contig, sub.start, sub.end,
                                                                                sub.edits)))
 
@@ -203,15 +204,17 @@ def _spill_root():
     return tempfile.gettempdir()
 
 
-def _write_batch(folder, batch, e, maps):
+def _write_batch(folder, batch, e, maps, numbering=None):
     """One file holding a batch's reads, e and mappings (a Mappings or its parts, each field's parts one
-    after the other, in their common dtype: no join in the mapping thread); returns (path, layout), layout
+    after the other, in their common dtype: no join in the mapping thread), their rows numbered as
+    `numbering` says (see _slice); returns (path, layout), layout
     giving each array's (offset, dtype, count) for `_read_batch`. The arrays go out in one os.writev call
     (a loop only if the kernel takes part of them) instead of two writes an array: each call releases and
     retakes the GIL that the main process's reader and writer threads also hold (an A/B on 3 M chr20 reads
     could not tell the two apart from noise; fewer calls is kept as the simpler I/O)."""
     parts = _parts(maps)
-    arrays = dict(starts=[batch.starts], e=[np.asarray(e, dtype=np.int64)], seq=[batch.seq],
+    arrays = dict(numbering=[np.array(numbering or (len(batch), 0), dtype=np.int64)],
+                  starts=[batch.starts], e=[np.asarray(e, dtype=np.int64)], seq=[batch.seq],
                   names=[np.frombuffer("\n".join(batch.names).encode(), dtype=np.uint8)],
                   **{f: [getattr(p, f) for p in parts] for f in _MAP_FIELDS})
     if batch.qual is not None:
@@ -249,7 +252,7 @@ def _write_all(fd, pieces):
 
 
 def _read_batch(path, layout, first):
-    """(ReadBatch, e, Mappings) of a batch file, the arrays mapped from it, not copied."""
+    """(ReadBatch, e, Mappings, numbering) of a batch file, the arrays mapped from it, not copied."""
     data = np.memmap(path, dtype=np.uint8, mode="r")
 
     def get(name):
@@ -259,7 +262,7 @@ def _read_batch(path, layout, first):
         return data[offset:offset + count * np.dtype(dtype).itemsize].view(dtype)
 
     batch = ReadBatch(_Names(get("names")), get("seq"), get("qual"), get("starts"), first)
-    return batch, get("e"), Mappings(*(get(f) for f in _MAP_FIELDS))
+    return batch, get("e"), Mappings(*(get(f) for f in _MAP_FIELDS)), tuple(int(x) for x in get("numbering"))
 
 
 class _Names:
@@ -332,8 +335,8 @@ def _render_job(reference, path, layout, first, a, b, options, folder, bgzf=None
     """Reads [a, b) of a batch file rendered against the reference files of folder `reference`; the texts
     are left in files of `folder`, the SAM records as BAM in BGZF blocks of compression level `bgzf` when
     it is not None."""
-    batch, e, maps = _read_batch(path, layout, first)
-    part, e, maps = _slice(batch, e, maps, a, b)
+    batch, e, maps, numbering = _read_batch(path, layout, first)
+    part, e, maps = _slice(batch, e, maps, a, b, numbering)
     rows = strand_rows(part.codes(), part.starts, e)
     ref = _worker_reference(reference)
     done = render(part, rows, maps, ref, *options, raw=True)
@@ -466,26 +469,35 @@ class HostWorkers:
         if self._pool is None:
             self._pool = _new_pool(self.workers)
 
-    def submit(self, batch, rows, maps):
-        """Queue a batch: its StrandRows and verified mappings (a Mappings, or verification's parts)."""
+    def submit(self, batch, rows, maps, a=0, b=None):
+        """Queue reads [a, b) of a batch (default: all; a mapping piece, pipeline.MappingPiece): the batch's
+        StrandRows and the reads' verified mappings (a Mappings, or verification's parts), rows numbered in
+        the batch. `ready` yields the piece as a batch of its own."""
         # inline: one worker, a short light batch before any full one, or a daemonic process (a Dask worker by
         # default), which may not start processes of its own; processes already spawned are always used
+        n, b = len(batch), len(batch) if b is None else b
         parts = _parts(maps)
-        short = len(batch) < self.batch_size and sum(len(p) for p in parts) <= INLINE_MAPPINGS
+        e = rows.e[:n]
+        short = n < self.batch_size and sum(len(p) for p in parts) <= INLINE_MAPPINGS
         if self._tmp is None and self._pool is None and (
                 self.workers == 1 or short or multiprocessing.current_process().daemon):
-            done = render(batch, rows, Mappings.concat(parts), self.reference, *self.options)
+            maps = Mappings.concat(parts)
+            if (a, b) != (0, n):
+                batch, e, maps = _slice(batch, e, maps, a, b)
+                rows = strand_rows(batch.codes(), batch.starts, e)
+            done = render(batch, rows, maps, self.reference, *self.options)
             self._pending.append((batch, None, [done]))
             return
         if self._tmp is None:
             self._start()
-        path, layout = _write_batch(self._spill.name, batch, rows.e[:len(batch)], parts)
-        bounds = _slice_bounds(len(batch), self.workers, _row_counts(parts, len(batch)))
+        piece = batch.slice(a, b) if (a, b) != (0, n) else batch
+        path, layout = _write_batch(self._spill.name, piece, e[a:b], parts, (n, a))
+        bounds = _slice_bounds(b - a, self.workers, _row_counts(parts, n, a, b))
         with _signals_held():
-            futures = [self._pool.submit(_render_job, self._tmp.name, path, layout, batch.first, a, b, self.options,
+            futures = [self._pool.submit(_render_job, self._tmp.name, path, layout, piece.first, lo, hi, self.options,
                                          self._spill.name, self.bgzf)
-                       for a, b in bounds]
-        self._pending.append((batch, path, futures))
+                       for lo, hi in bounds]
+        self._pending.append((piece, path, futures))
 
     def submit_call(self, key, size, function, *args):
         """Run `function(reference, *args)` (a module-level function, pickled by name; `reference` the run's,

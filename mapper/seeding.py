@@ -23,6 +23,7 @@ Steps, each counted in `SeedStats`:
 import dataclasses
 import functools
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -182,31 +183,39 @@ def select(rows, index):
     return Selection(nk, kfirst, krow, kj, keys, has_n, count, chosen)
 
 
+class RowGroup(NamedTuple):
+    """Reads [a, b) of a batch as the stages run on them: `rows`, the batch's StrandRows with only those
+    reads active, so that row numbers, and everything keyed by them, stay the batch's."""
+    a: int
+    b: int
+    rows: StrandRows
+
+
 def hit_groups(rows, index, budget):
-    """`rows` cut into groups of whole reads (both strands) whose seed hits add up to at most `budget`
-    (a read with more is a group of its own): each group is `rows` with only its reads active, so row
-    numbers, and everything keyed by them, stay the batch's. Seeding and verifying one group at a time
-    bounds the memory of a batch by the budget instead of by what its reads hit (a poly-A read hits
-    every poly-A stretch of the genome)."""
+    """`rows` cut into RowGroups of whole reads (both strands) whose seed hits add up to at most `budget`
+    (a read with more is a group of its own). Seeding and verifying one group at a time bounds the memory
+    of a batch by the budget instead of by what its reads hit (a poly-A read hits every poly-A stretch of
+    the genome)."""
     sel = select(rows, index)
     per_row = np.bincount(sel.krow[sel.chosen], weights=sel.count[sel.chosen], minlength=len(rows.start))
     return read_groups(rows, per_row, budget)
 
 
 def read_groups(rows, per_row, budget):
-    """`rows` cut into groups of whole reads whose hits (`per_row`, of each strand row) add up to at most
-    `budget` (see hit_groups)."""
-    per_read = per_row[:rows.n_reads] + per_row[rows.n_reads:]
+    """`rows` cut into RowGroups of whole reads whose hits (`per_row`, of each strand row) add up to at
+    most `budget` (see hit_groups)."""
+    n = rows.n_reads
+    per_read = per_row[:n] + per_row[n:]
     if per_read.sum() <= budget:
-        return [rows]
+        return [RowGroup(0, n, rows)]
     ends = np.cumsum(per_read)
-    group = np.empty(rows.n_reads, dtype=np.int64)
-    start = g = 0
-    while start < rows.n_reads:
-        cut = max(int(np.searchsorted(ends, ends[start] - per_read[start] + budget, side="right")), start + 1)
-        group[start:cut] = g
-        start, g = cut, g + 1
-    return [rows.with_active(rows.active & np.tile(group == k, 2)) for k in range(g)]
+    cuts = [0]
+    while cuts[-1] < n:
+        start = cuts[-1]
+        cuts.append(max(int(np.searchsorted(ends, ends[start] - per_read[start] + budget, side="right")), start + 1))
+    reads = np.arange(n)
+    return [RowGroup(a, b, rows.with_active(rows.active & np.tile((reads >= a) & (reads < b), 2)))
+            for a, b in zip(cuts[:-1], cuts[1:])]
 
 
 def seed(rows, index):

@@ -6,6 +6,8 @@ when asked for, so `import mapper` works on a machine without a GPU.
 """
 import abc
 
+from mapper.seeding import RowGroup
+
 
 class Backend(abc.ABC):
     name = "?"
@@ -26,9 +28,15 @@ class Backend(abc.ABC):
         yield index
 
     def row_groups(self, rows, index):
-        """`rows` as the groups the stages run on one after the other (seeding.hit_groups), so that a batch's
-        working memory stays within the backend's budget; one group unless a backend bounds it."""
-        return [rows]
+        """`rows` as the seeding.RowGroups the stages run on one after the other (seeding.hit_groups), so
+        that a batch's working memory stays within the backend's budget; one group unless a backend bounds it."""
+        return [RowGroup(0, rows.n_reads, rows)]
+
+    @property
+    def whole_index(self):
+        """Whether `index_parts` yields once (the index resident): then a row group's mappings are complete
+        when it is verified, and the pipeline hands them on before the next group is seeded."""
+        return True
 
     @abc.abstractmethod
     def seed(self, rows, index):

@@ -23,7 +23,7 @@ from mapper.device.cuda import CONTEXT
 from mapper.errors import UsageError
 from mapper.filters import windows
 from mapper.filters._gpu import faithful_defines, improved_defines
-from mapper.seeding import Candidates, SeedStats, ragged_arange, read_groups
+from mapper.seeding import Candidates, RowGroup, SeedStats, ragged_arange, read_groups
 from mapper.verify import MAX_ENDS, Mappings, kernel_defines, verify as host_verify, wide_covers
 
 COLUMNS = (np.int32, np.int32, np.int64, np.int64)  # device candidates: row, contig, lo, hi
@@ -129,6 +129,10 @@ class CudaBackend(Backend):
         self._part_buffers = (cuda.empty(index.offsets.nbytes), cuda.empty(index_parts.POSITION_BYTES * largest),
                               cuda.empty(largest))
 
+    @property
+    def whole_index(self):
+        return self._parts is None
+
     def index_parts(self, index, rows):
         """Each part of the index made current in turn, its lists and bases uploaded (see load); once, with
         nothing to do, when the whole index is resident."""
@@ -156,10 +160,10 @@ class CudaBackend(Backend):
         """One group, or with a working budget (--gpu-memory, --memory) groups of reads whose seed hits'
         candidates fit half of it (see CONTEXT), the hits counted by seed_select where the seeding runs."""
         if self._work is None:
-            return [rows]
+            return [RowGroup(0, rows.n_reads, rows)]
         sel = self._select(rows, index, *self._current_lists(index)[:2])
         groups = read_groups(rows, sel.hits, max(1, self._work // 2 // COLUMN_BYTES))
-        if len(groups) == 1 and groups[0] is rows:  # the usual batch: seed takes this selection, not a new one
+        if len(groups) == 1:  # the usual batch: seed takes this selection, not a new one
             self._selected = (rows, self._part, sel)
         return groups
 

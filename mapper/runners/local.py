@@ -28,10 +28,11 @@ def _several_batches(opts, bytes_per_read=50):
 
 
 def drive(job, items, counters, renderer, put, advance=None):
-    """The one loop: each input item mapped by the job, in order, handed to `renderer` (submit / ready, see
-    jobs.py), and every rendered piece ({sink name: text}) given to `put` in input order as soon as it is
-    done, so the device maps the next item while the last one renders; `advance(units)` after each item's
-    pieces (a progress bar). Returns the units (reads, or read pairs) written."""
+    """The one loop: each input item mapped by the job, in order and in pieces (job.map_pieces), handed to
+    `renderer` (submit / ready, see jobs.py), and every rendered text ({sink name: text}) given to `put` in
+    input order as soon as it is done, so the device maps the next piece while the last one renders;
+    `advance(units)` after each piece's texts (a progress bar). Returns the units (reads, or read pairs)
+    written."""
     written = 0
 
     def write(block=False):
@@ -43,7 +44,7 @@ def drive(job, items, counters, renderer, put, advance=None):
             if advance is not None:
                 advance(units)
 
-    mapped = (job.map(item, counters) for item in counters.timed_iter("parse", items))
+    mapped = (piece for item in counters.timed_iter("parse", items) for piece in job.map_pieces(item, counters))
     for item in settled(job, mapped):
         renderer.submit(item)
         write()

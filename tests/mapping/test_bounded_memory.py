@@ -77,6 +77,38 @@ def test_cpu_memory_budget_writes_the_same_sam(proxy, tmp_path, gkmap):
     assert len(cpu.CpuBackend(1, 1 << 20).row_groups(rows, index)) > 5  # the budget really cuts the batch
 
 
+@pytest.mark.parametrize("threads", ["1", "3"])  # rendered inline, and in render processes
+def test_pieces_write_the_same_sam(proxy, tmp_path, gkmap, monkeypatch, threads):
+    """A batch mapped in row groups is handed on in pieces of whole reads (pipeline.PIECE_READS): with
+    every group a piece of its own (a 1 MiB budget: many groups), the SAM and the dumped candidates are
+    those of the batch in one piece (the candidates come group by group: compared as sets of lines), whether
+    the pieces render inline or in processes."""
+    from mapper import pipeline
+    fasta, reads, index = proxy
+    runs, pieces = [], []
+    find = pipeline.find_mapping_pieces
+
+    def counted(*args):
+        found = list(find(*args))
+        pieces.append([(piece.a, piece.b) for piece in found])
+        return iter(found)
+    monkeypatch.setattr("mapper.jobs.find_mapping_pieces", counted)
+    for memory, piece_reads in (("2G", pipeline.PIECE_READS), ("1M", 1)):
+        monkeypatch.setattr(pipeline, "PIECE_READS", piece_reads)
+        out, dump = tmp_path / f"{memory}.sam", tmp_path / f"{memory}.pairs"
+        code, err = gkmap("map", "--quiet", "--device", "cpu", "-t", threads, "-e", "5", "--memory", memory,
+                          "--batch-size", "200", "--dump-candidates", dump, "--index", index.folder, "-o", out,
+                          fasta, reads)
+        assert code == 0, err
+        runs.append(([line for line in out.read_text().splitlines() if not line.startswith("@PG")],
+                     sorted(dump.read_text().splitlines())))
+    assert runs[0] == runs[1] and len(runs[0][0]) > 3000
+    one, many = pieces[:2], pieces[2:]
+    assert one == [[(0, 200)], [(0, 100)]]
+    assert len(many[0]) > 5 and all(p[0][0] == 0 and all(x[1] == y[0] for x, y in zip(p, p[1:])) for p in many)
+    assert [p[-1][1] for p in many] == [200, 100]  # pieces tile each batch in read order
+
+
 def test_memory_below_a_megabyte_is_a_usage_error(proxy, gkmap):
     fasta, reads, index = proxy
     code, err = gkmap("map", "--device", "cpu", "--memory", "1000", "--index", index.folder, fasta, reads)

@@ -49,7 +49,8 @@ def test_mappings_in_parts_render_as_joined(mapped, tmp_path):
     parts = [narrow(maps.take(np.arange(a, b))) for a, b in zip(cut[:-1], cut[1:])]
     path, layout = _write_batch(str(tmp_path), batch, rows.e[:len(batch)], parts)
     assert layout["row"][1] == np.dtype(np.int32).str and layout["start"][1] == np.dtype(np.int64).str
-    _, _, got = _read_batch(path, layout, batch.first)
+    _, _, got, numbering = _read_batch(path, layout, batch.first)
+    assert numbering == (len(batch), 0)
     for f in ("row", "contig", "start", "end", "edits"):
         assert np.array_equal(getattr(got, f), getattr(maps, f)), f
     n = len(batch)
@@ -73,7 +74,7 @@ def test_batch_file_survives_short_writes(mapped, tmp_path, monkeypatch):
     monkeypatch.setattr(os, "writev", lambda fd, buffers: writev(fd, [bytes(buffers[0])[:7]]))
     short = _write_batch(str(tmp_path), batch, e, maps)
     assert Path(whole[0]).read_bytes() == Path(short[0]).read_bytes() and whole[1] == short[1]
-    got, got_e, got_maps = _read_batch(*short, batch.first)
+    got, got_e, got_maps, _ = _read_batch(*short, batch.first)
     assert list(got.names[0:len(batch)]) == list(batch.names) and np.array_equal(got.seq, batch.seq)
     assert np.array_equal(got_e, e) and np.array_equal(got_maps.end, maps.end)
 
