@@ -148,6 +148,28 @@ def test_slices_carry_equal_mappings_not_equal_reads():
                                                       (30_000, 40_000), (40_000, 50_000)]
 
 
+def test_big_parts_are_counted_from_a_sample():
+    """A part of more than COUNT_EXACT mappings weighs the slices by every COUNT_STRIDE-th mapping: the
+    heavy rows' counts stay within a few per cent, the light rows' add up to about theirs, and the pieces'
+    counts (reads [a, b)) are the batch's rows a..b-1 and n+a..n+b-1."""
+    from mapper.render import COUNT_EXACT, _row_counts
+    from mapper.verify import Mappings
+    rng = np.random.default_rng(5)
+    n = 1000
+    rows = np.concatenate([np.full(COUNT_EXACT, 7), np.full(COUNT_EXACT // 2, n + 900),
+                           rng.integers(0, 2 * n, COUNT_EXACT)]).astype(np.int32)
+    rng.shuffle(rows)
+    part = Mappings(rows, *(np.zeros(len(rows), np.int32) for _ in range(4)))
+    exact = np.bincount(rows, minlength=2 * n)
+    got = _row_counts([part], n)
+    assert not np.array_equal(got, exact)  # sampled
+    assert all(abs(got[r] - exact[r]) < 0.03 * exact[r] for r in (7, n + 900))
+    assert abs(int(got.sum()) - len(rows)) < 0.01 * len(rows)
+    assert np.array_equal(_row_counts([part], n, 100, 300), np.concatenate([got[100:300], got[n + 100:n + 300]]))
+    small = Mappings(*(a[:1000] for a in (part.row, part.contig, part.start, part.end, part.edits)))
+    assert np.array_equal(_row_counts([small], n), np.bincount(small.row, minlength=2 * n))
+
+
 def test_map_with_early_processes_equals_inline(tmp_path, monkeypatch, index_dir):
     """gkmap map on a 'big' input (render processes spawned while the index opens) writes the SAM of an
     inline run, byte for byte after the @PG line."""
