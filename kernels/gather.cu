@@ -142,10 +142,12 @@ extern "C" __global__ void strand_codes(const uint8_t *__restrict__ fwd, const l
  * in `overflow` and redone on the host. One thread per window reserves its slots with one atomicAdd, so
  * the records' order varies between runs; the loci chosen from them (mapper/verify.py select_loci, which
  * sorts them) do not. Launched twice: with out_row == NULL it only counts (counts[0] records, counts[1]
- * overflowing windows); then, counts zeroed, it writes into buffers of those sizes.
+ * overflowing windows); then, counts zeroed, it writes into buffers of those sizes. The records are
+ * as narrow as their values allow (positions below 2^32: every index format's bound; edits <= e < 256):
+ * 17 bytes a record instead of 28, and a genome-scale batch brings 10^8 of them to the host.
  * In : best, n_ends int32 [n]; ends, starts, edits int32 [max_ends][n]; cand_row, cand_contig int32 [n];
  *      win_start int64 [n]
- * Out: counts uint64 [2]; out_row, out_contig, out_edits int32 and out_start, out_end int64 [counts[0]];
+ * Out: counts uint64 [2]; out_row, out_contig int32, out_start, out_end uint32, out_edits uint8 [counts[0]];
  *      overflow int64 [counts[1]] (window indices)
  */
 extern "C" __global__ void found_mappings(
@@ -154,7 +156,7 @@ extern "C" __global__ void found_mappings(
     const int *__restrict__ cand_row,
     const int *__restrict__ cand_contig, const long long *__restrict__ win_start,
     unsigned long long *__restrict__ counts, int *__restrict__ out_row, int *__restrict__ out_contig,
-    long long *__restrict__ out_start, long long *__restrict__ out_end, int *__restrict__ out_edits,
+    unsigned int *__restrict__ out_start, unsigned int *__restrict__ out_end, uint8_t *__restrict__ out_edits,
     long long *__restrict__ overflow)
 {
     const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
@@ -173,8 +175,8 @@ extern "C" __global__ void found_mappings(
     for (int k = 0; k < m; k++) {
         out_row[slot + k] = cand_row[t];
         out_contig[slot + k] = cand_contig[t];
-        out_start[slot + k] = win_start[t] + starts[k * n + t];
-        out_end[slot + k] = win_start[t] + ends[k * n + t] + 1;
-        out_edits[slot + k] = edits[k * n + t];
+        out_start[slot + k] = (unsigned int)(win_start[t] + starts[k * n + t]);
+        out_end[slot + k] = (unsigned int)(win_start[t] + ends[k * n + t] + 1);
+        out_edits[slot + k] = (uint8_t)edits[k * n + t];
     }
 }

@@ -108,18 +108,10 @@ def per_read_e(batch, fixed_e, reads_path):
 def find_mappings(batch, index, backend, filter_mode, fixed_e, reads_path, counters, dump=None):
     """Seeding, filter and verification of one batch (the mapping core): (StrandRows, every verified
     mapping, before loci are selected); updates `counters`. With `dump` (a text file), the candidates are
-    also written there as pairs, before the filter (--dump-candidates)."""
-    rows, parts = find_mapping_parts(batch, index, backend, filter_mode, fixed_e, reads_path, counters, dump)
-    return rows, Mappings.concat(parts)
-
-
-def find_mapping_parts(batch, index, backend, filter_mode, fixed_e, reads_path, counters, dump=None):
-    """`find_mappings` with the verified mappings left in the parts verification returned them in (the
-    device's dtypes), for a caller that only passes them on."""
-    found = []
-    for piece in find_mapping_pieces(batch, index, backend, filter_mode, fixed_e, reads_path, counters, dump):
-        found.extend(piece.parts)
-    return piece.rows, found
+    also written there as pairs, before the filter (--dump-candidates). The pieces of
+    `find_mapping_pieces` joined: for callers that take a batch whole (paired-end, the API)."""
+    pieces = list(find_mapping_pieces(batch, index, backend, filter_mode, fixed_e, reads_path, counters, dump))
+    return pieces[0].rows, Mappings.concat([part for piece in pieces for part in piece.parts])
 
 
 # A batch whose reads hit much is seeded and verified in row groups (the backend's memory budget); the

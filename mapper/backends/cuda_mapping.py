@@ -47,6 +47,8 @@ RESERVE = 4 << 30  # without --gpu-memory: the device memory a batch's buffers k
 # window, fewer windows than seed hits) half of W: the batch is seeded and verified in groups of reads
 # whose seed hits fit (seeding.hit_groups), whatever they hit.
 WORK_SHARE = 5
+# gather.cu found_mappings' records (row, contig, start, end, edits), as narrow as the values allow
+FOUND_DTYPES = (np.int32, np.int32, np.uint32, np.uint32, np.uint8)
 SLOT_BYTES = 64     # seed.cu's per-slot arrays (diagonals 13, bands 20) and the band output 24, rounded up
 VERIFY_BYTES = 160  # gather.cu windows 28, myers.cu outputs 8 + 12 a kept end (MAX_ENDS), found mappings
 MARGIN = 4096  # bases of the neighbouring contigs an index part holds on either side (index_parts.py)
@@ -408,12 +410,11 @@ class CudaBackend(Backend):
         common = (best, n_ends, ends, starts, edits, n, MAX_ENDS, row, contig, win_start, counts)
         cuda.launch(found, n, *common, *(0,) * 6)
         n_maps, n_over = (int(c) for c in cuda.from_device(counts, (2,), np.uint64))
-        out = [cuda.scratch(size * n_maps) for size in (4, 4, 8, 8, 4)]
+        out = [cuda.scratch(np.dtype(dtype).itemsize * n_maps) for dtype in FOUND_DTYPES]
         over = cuda.scratch(8 * n_over)
         cuda.memset(counts, 0, 16)
         cuda.launch(found, n, *common, *out, over)
-        maps = Mappings(*(cuda.from_device(buf, (n_maps,), dtype)
-                          for buf, dtype in zip(out, (np.int32, np.int32, np.int64, np.int64, np.int32))))
+        maps = Mappings(*(cuda.from_device(buf, (n_maps,), dtype) for buf, dtype in zip(out, FOUND_DTYPES)))
         if not n_over:
             return maps
         redo_at = np.sort(cuda.from_device(over, (n_over,), np.int64))
