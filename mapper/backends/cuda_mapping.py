@@ -383,8 +383,8 @@ class CudaBackend(Backend):
             cands = DeviceCandidates.upload(cands)
         genome, dev = self._resident_genome(reference), self._rows_on_device(rows)
         _, _, contig_starts, contig_ends = self._resident_index_of_reference(reference)
-        found = [self._verify_part(rows, part, genome, dev, contig_starts, contig_ends, reference)
-                 for part in _pieces(cands.parts, self._capacity()[1])]
+        found = [maps for part in _pieces(cands.parts, self._capacity()[1])
+                 for maps in self._verify_part(rows, part, genome, dev, contig_starts, contig_ends, reference)]
         return found or [host_verify(rows, cands.host, reference)]
 
     def _resident_index_of_reference(self, reference):
@@ -395,6 +395,9 @@ class CudaBackend(Backend):
                 cuda.to_device(reference.ends.astype(np.int64)))
 
     def _verify_part(self, rows, part, genome, dev, contig_starts, contig_ends, reference):
+        """The mappings of one candidate part: the GPU's records, and those of the windows with more than
+        MAX_ENDS ends, redone on the host, as a second Mappings in the same dtypes (joining the two widened
+        and copied the whole part in the mapping thread; repeat reads overflow in every part)."""
         n, row, contig, lo, hi = part
         gather = lambda name: cuda.function("gather.cu", name)
         room = _room(n, self._capacity()[1])
@@ -416,7 +419,7 @@ class CudaBackend(Backend):
         cuda.launch(found, n, *common, *out, over)
         maps = Mappings(*(cuda.from_device(buf, (n_maps,), dtype) for buf, dtype in zip(out, FOUND_DTYPES)))
         if not n_over:
-            return maps
+            return [maps]
         redo_at = np.sort(cuda.from_device(over, (n_over,), np.int64))
         redo = Candidates(*(_take(buf, n, redo_at, dtype=dtype).astype(np.int64)
                             for buf, dtype in zip((row, contig, lo, hi), COLUMNS)))
@@ -424,7 +427,8 @@ class CudaBackend(Backend):
         r = redo.row
         window, end, edits, start = wide_covers(cuda, genome, dev.codes, rows.start[r], rows.length[r], rows.e[r],
                                                 wstart, wend - wstart)
-        return Mappings.concat([maps, Mappings(r[window], redo.contig[window], start, end + 1, edits)])
+        redone = (r[window], redo.contig[window], start, end + 1, edits)
+        return [maps, Mappings(*(np.asarray(x, dtype=dtype) for x, dtype in zip(redone, FOUND_DTYPES)))]
 
 
 class DeviceRows:
