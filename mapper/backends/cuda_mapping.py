@@ -165,7 +165,7 @@ class CudaBackend(Backend):
             return [RowGroup(0, rows.n_reads, rows)]
         sel = self._select(rows, index, *self._current_lists(index)[:2])
         groups = read_groups(rows, sel.hits, max(1, self._work // 2 // COLUMN_BYTES))
-        if len(groups) == 1:  # the usual batch: seed takes this selection, not a new one
+        if len(groups) == 1 and groups[0].rows is rows:  # the usual batch: seed takes this selection
             self._selected = (rows, self._part, sel)
         return groups
 
