@@ -360,9 +360,12 @@ class CudaBackend(Backend):
         return np.concatenate(keep)
 
     def _rows_on_device(self, rows):
-        """This batch's strand rows in device memory (one upload per batch, shared by the stages; the
-        reverse strand is built there)."""
-        if self._rows_of is not rows:
+        """This batch's strand rows in device memory (one upload per batch, shared by the stages and by the
+        batch's row groups, which differ from it only in `active`; the reverse strand is built there).
+        Uploading them again for each group cost ~30 synchronous copies of a batch of ordinary reads at
+        genome scale."""
+        kept = self._rows_of
+        if kept is None or any(getattr(kept, f) is not getattr(rows, f) for f in ("forward", "start", "length", "e")):
             total = len(rows.forward)
             codes = cuda.scratch(2 * total)
             cuda.launch(cuda.function("gather.cu", "strand_codes"), total, cuda.scratch_copy(rows.forward),

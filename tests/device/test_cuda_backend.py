@@ -80,6 +80,8 @@ def test_gpu_memory_budget_maps_in_groups_and_chunks(backend, device_layer, monk
     for f in ("row", "contig", "start", "end", "edits"):
         assert np.array_equal(getattr(bounded, f)[order(bounded)], getattr(whole, f)[order(whole)]), f
     assert bounded_stats == whole_stats and len(whole.row) > 300
+    dev = run._rows_on_device(rows)  # the groups share the batch's upload (they differ only in `active`)
+    assert all(run._rows_on_device(group.rows) is dev for group in groups)
 
 
 def test_gpu_memory_too_small_is_a_usage_error(backend, index_dir):

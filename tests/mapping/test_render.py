@@ -156,8 +156,8 @@ def test_big_parts_are_counted_from_a_sample():
     from mapper.verify import Mappings
     rng = np.random.default_rng(5)
     n = 1000
-    rows = np.concatenate([np.full(COUNT_EXACT, 7), np.full(COUNT_EXACT // 2, n + 900),
-                           rng.integers(0, 2 * n, COUNT_EXACT)]).astype(np.int32)
+    big = max(COUNT_EXACT, 1 << 20)
+    rows = np.concatenate([np.full(big, 7), np.full(big // 2, n + 900), rng.integers(0, 2 * n, big)]).astype(np.int32)
     rng.shuffle(rows)
     part = Mappings(rows, *(np.zeros(len(rows), np.int32) for _ in range(4)))
     exact = np.bincount(rows, minlength=2 * n)
