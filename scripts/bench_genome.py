@@ -4,7 +4,7 @@ and mapped the way users run gkmap, with razers3 (full sensitivity) as the oracl
 
     scripts/bench_genome.py [--gbp 3.1] [--recipes human,copies48] [--reads 1000000] [--razers-reads 20000]
         [--pathological 1000] [--razers-pathological 0] [--gpu-memory 20G] [--device cuda] [-e 5] [-t 15]
-        [--work DIR]
+        [--against TREE] [--work DIR]
 
 For each recipe (`human`: chr20 copies with a SINE family, microsatellites and chromosome-like contigs;
 `copies48`: chr20 and 48 copies 1-15 % diverged, the issue's duplication-heavy proxy):
@@ -24,7 +24,10 @@ For each recipe (`human`: chr20 copies with a SINE family, microsatellites and c
    the whole proxy): its reads/s, and the razers3 loci that gkmap's SAM of step 3 has no record for whose
    end lies within e on the same contig and strand ("lost"; must be 0);
 6. the pathological reads mapped on their own (step 3's numbers), and razers3 on the first
-   --razers-pathological of them (off by default: razers3 may take minutes on them at genome scale).
+   --razers-pathological of them (off by default: razers3 may take minutes on them at genome scale);
+7. with --against TREE (another checkout, e.g. a `git worktree` of an earlier commit: its mapper/ and
+   kernels/), each map run of steps 3 and 6 again from that tree, right after this tree's, with the ratio
+   of the whole commands and whether the SAMs are equal (@PG aside): an A/B on the same proxy and index.
 Stage seconds are wall seconds except align and output, which are CPU seconds summed over the -t render
 processes (the run summary's convention). The report is printed as Markdown tables.
 Run time at 3.1 Gbp on one H100 host: `copies48` (issue 17's figures at 0faf558) ~75 s for proxy and
@@ -84,11 +87,15 @@ class HostMemory:
         return self
 
 
-def measured(command):
-    """Run a command; (seconds, stderr text, HostMemory, GpuMemory). A failure stops the benchmark with its stderr."""
+def measured(command, tree=None):
+    """Run a command (from checkout `tree` where given: its folder, on PYTHONPATH); (seconds, stderr text,
+    HostMemory, GpuMemory). A failure stops the benchmark with its stderr."""
+    env = None if tree is None else dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(tree)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
     with GpuMemory() as gpu:
         t = time.perf_counter()
-        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=tree,
+                                   env=env)
         host = HostMemory(process.pid)
         stderr = process.communicate()[1]
         seconds = time.perf_counter() - t
@@ -120,11 +127,12 @@ def gkmap(*args):
     return [sys.executable, "-m", "mapper", *map(str, args)]
 
 
-def map_run(label, genome, reads, sam, args, budget=None):
-    """`gkmap map` as a user runs it: one row of the mapping table."""
+def map_run(label, genome, reads, sam, args, budget=None, tree=None):
+    """`gkmap map` as a user runs it (from checkout `tree` where given): one row of the mapping table."""
     extra = ["--gpu-memory", budget] if budget else []
     seconds, stderr, host, gpu = measured(gkmap("map", "-e", args.e, "--device", args.device, "-t", args.threads,
-                                                *extra, "-o", sam, genome, reads))
+                                                *extra, "-o", Path(sam).resolve(), Path(genome).resolve(),
+                                                Path(reads).resolve()), tree)
     s = summary_numbers(stderr)
     print(f"{label}: {seconds:.1f} s; {next((l for l in stderr.splitlines() if 'seconds per stage:' in l), '')}",
           file=sys.stderr, flush=True)  # each run as it ends: a call cut short still shows the runs it made
@@ -136,18 +144,19 @@ def map_run(label, genome, reads, sam, args, budget=None):
                 load_s=f"{load:.1f}", steady_rate=f"{steady:,.0f}", hits=per("hits"), windows=per("windows"),
                 verified=per("verified"), loci=per("loci"),
                 stages=" ".join(f"{k} {v:.1f}" for k, v in s["stages"].items()),
-                rss=f"{gib(host.main)} / {gib(host.tree)}", gpu=str(gpu) if args.device == "cuda" else "-", lost="")
+                rss=f"{gib(host.main)} / {gib(host.tree)}", gpu=str(gpu) if args.device == "cuda" else "-", lost="",
+                seconds=seconds)
 
 
 WARM_UP_READS = 2000
 
 
-def warm_up(genome, reads, args):
+def warm_up(genome, reads, args, tree=None):
     """An untimed `gkmap map` of a few reads, so that the kernels of the timed runs come from the compiled
     cache (a fresh GPU machine compiles them first: ~2-7 s a kernel source, which the first timed run would
     otherwise carry in its whole-command seconds; the run summary's `compile` stage says how much)."""
     seconds, stderr, _, _ = measured(gkmap("map", "-e", args.e, "--device", args.device, "-t", args.threads,
-                                           "-o", os.devnull, genome, reads))
+                                           "-o", os.devnull, Path(genome).resolve(), Path(reads).resolve()), tree)
     compiled = summary_numbers(stderr)["stages"].get("compile", 0.0)
     print(f"warm-up: {seconds:.1f} s, kernels compiled in {compiled:.1f} s", file=sys.stderr, flush=True)
 
@@ -237,8 +246,11 @@ def bench_recipe(recipe, work, args, index_rows, map_rows):
     index_rows.append(row)
     print(f"{recipe}: indexed in {row['build_s']} s", file=sys.stderr, flush=True)
     warm_up(fa, head(reads, work / "warm_up.fq", WARM_UP_READS), args)
+    if args.against:
+        warm_up(fa, work / "warm_up.fq", args, args.against)
     sam = work / f"{recipe}.sam"
     rows = [map_run(f"{recipe} reads", fa, reads, sam, args)]
+    rows += against(f"{recipe} reads", fa, reads, sam, rows[0], work, args)
     for budget in args.gpu_memory:
         budget_sam = work / f"{recipe}.budget.sam"
         row = map_run(f"{recipe} reads --gpu-memory {budget}", fa, reads, budget_sam, args, budget)
@@ -251,6 +263,7 @@ def bench_recipe(recipe, work, args, index_rows, map_rows):
     sam.unlink()
     if args.pathological:
         rows.append(map_run(f"{recipe} pathological", fa, patho, sam, args))
+        rows += against(f"{recipe} pathological", fa, patho, sam, rows[-1], work, args)
         if args.razers_pathological:
             row, rows[-1]["lost"] = razers3(f"{recipe} razers3 pathological", fa, patho, args.razers_pathological,
                                             sam, work, args)
@@ -262,6 +275,19 @@ def bench_recipe(recipe, work, args, index_rows, map_rows):
     map_rows.extend(rows)
     for row in rows:
         print(f"{row['run']}: {row['whole_rate']} reads/s whole command", file=sys.stderr, flush=True)
+
+
+def against(label, genome, reads, sam, mine, work, args):
+    """With --against: the run of `mine` (its SAM `sam`) again from that checkout, as a row that says how
+    its whole command compares with this tree's and whether its SAM is this tree's; else no row."""
+    if not args.against:
+        return []
+    theirs = work / "against.sam"
+    row = map_run(f"{label} (--against)", genome, reads, theirs, args, tree=args.against)
+    ratio = mine["seconds"] / row["seconds"]
+    row["lost"] = f"SAM {'==' if same_sam(sam, theirs) else '!='} this tree's; this / against {ratio:.2f}"
+    theirs.unlink()
+    return [row]
 
 
 def fasta_lengths(path):
@@ -302,6 +328,8 @@ def main():
                    "can run a copy of /usr/lib/seqan/bin/razers3)")
     p.add_argument("--keep-index", action="store_true",
                    help="with --work: keep each proxy's index, so that a later call maps without building it")
+    p.add_argument("--against", type=lambda path: Path(path).resolve(),
+                   help="another checkout (its mapper/ and kernels/): each map run again from it, side by side")
     p.add_argument("--work", help="folder for proxies (kept and reused), indexes and SAM files (default: temporary)")
     args = p.parse_args()
     if (args.razers_reads or args.razers_pathological) and shutil.which(args.razers3) is None:

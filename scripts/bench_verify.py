@@ -79,7 +79,9 @@ def main():
     for label, tree in trees:
         command = [sys.executable, str(Path(__file__).resolve()), "--child", os.path.abspath(args.genome),
                    os.path.abspath(args.reads), "-e", str(args.e), "--stage", args.stage,
-                   "--reads-max", str(args.reads_max), "--repeat", str(args.repeat)] + (["--index", os.path.abspath(args.index)] if args.index else [])
+                   "--reads-max", str(args.reads_max), "--repeat", str(args.repeat)]
+        if args.index:
+            command += ["--index", os.path.abspath(args.index)]
         env = dict(os.environ, PYTHONPATH=str(tree))
         done = subprocess.run(command, cwd=tree, env=env, capture_output=True, text=True)
         if done.returncode:

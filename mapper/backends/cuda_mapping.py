@@ -381,7 +381,8 @@ class CudaBackend(Backend):
         return Mappings.concat(self.verify_parts(rows, cands, reference))
 
     def verify_parts(self, rows, cands, reference):
-        """`verify`, a Mappings per verification part (in the device's dtypes: Mappings.concat widens)."""
+        """`verify`'s mappings as Mappings in the device's dtypes (FOUND_DTYPES; Mappings.concat widens):
+        one per verification part, and one more for a part's windows redone on the host."""
         if not isinstance(cands, DeviceCandidates):
             cands = DeviceCandidates.upload(cands)
         genome, dev = self._resident_genome(reference), self._rows_on_device(rows)
