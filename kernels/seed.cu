@@ -563,36 +563,59 @@ extern "C" __global__ void seed_segments(
         seg_at[b] = -1;
 }
 
-/* Bands of each segment (seed_segments) of a row, LANES threads a segment (common.cuh: a warp on the
- * GPU, one thread on the host). The serial rule: walk the kept distinct diagonals in order; a diagonal
- * starts a new chain when it is the segment's first, changes contig, or lies more than e after the previous
- * one; within a chain, band = (d - chain's first d) / (e + 1), and a new chain or band id starts a band,
- * written as (contig, its first d, its last d) at the segment's next output slot from seg_begin on (a
+/* Bands of each segment of a row, LANES threads a block of seed_segments (common.cuh: a warp on the GPU,
+ * one thread on the host): the block whose seg_at is a cut takes the segment from that cut to the next cut
+ * of its row (found by the lanes in the blocks after it, LANES blocks a round) or to the row's end; a block
+ * without a cut writes zero counts. Indexed by block, the segments need no compaction on the host: the
+ * launch's cut points never leave the device. The serial rule: walk the kept distinct diagonals in order; a
+ * diagonal starts a new chain when it is the segment's first, changes contig, or lies more than e after the
+ * previous one; within a chain, band = (d - chain's first d) / (e + 1), and a new chain or band id starts a
+ * band, written as (contig, its first d, its last d) at the segment's next output slot from its cut on (a
  * segment of m entries has at most m bands).
  *
  * The lanes take the segment LANES entries a round. Everything a kept entry needs from the entries before
  * it comes from the previous kept entry (for new chain and new band) and the latest chain start (for the
  * band id): within the round from the lane that holds it (ballot of kept lanes, then a shuffle), before the
  * round from the state carried from the round before (last kept entry's contig, d, band id and chain
- * start). A lane that starts a band writes its contig and first d at seg_begin + (bands started before it),
+ * start). A lane that starts a band writes its contig and first d at the cut + (bands started before it),
  * and the previous kept entry's d as the previous band's last; the last band is closed after the loop. The
- * result is the serial loop's, byte for byte. Counts per segment: diagonals (distinct entries), adjacent
- * (kept), bands, margin hits. */
+ * result is the serial loop's, byte for byte. Counts per block, in `counts` (4 planes of n_blocks ints):
+ * diagonals (distinct entries), adjacent (kept), bands, margin hits. */
 extern "C" __global__ void seed_bands(
-    const int *__restrict__ row_e, const int row_begin, const long long *__restrict__ seg_begin,
-    const long long *__restrict__ seg_end, const int *__restrict__ seg_row, const int n_segs,
+    const int *__restrict__ row_e, const int row_begin, const long long *__restrict__ slot,
+    const int *__restrict__ block_row, const long long *__restrict__ seg_at, const int n_blocks,
     const int *__restrict__ diag_contig, const long long *__restrict__ diag_value,
     const uint8_t *__restrict__ diag_flags,
     int *__restrict__ out_contig, long long *__restrict__ out_lo, long long *__restrict__ out_hi,
-    int *__restrict__ n_diagonals, int *__restrict__ n_adjacent, int *__restrict__ n_bands,
-    int *__restrict__ n_margin)
+    int *__restrict__ counts)
 {
     const long long thread = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     const int t = (int)(thread / LANES), lane = (int)(thread % LANES);
-    if (t >= n_segs)
-        return; /* the whole warp: a segment's lanes are one warp */
-    const int e = row_e[row_begin + seg_row[t]];
-    const long long begin = seg_begin[t], stop = seg_end[t];
+    if (t >= n_blocks)
+        return; /* the whole warp: a block's lanes are one warp */
+    int *n_diagonals = counts, *n_adjacent = counts + n_blocks, *n_bands = counts + 2 * n_blocks,
+        *n_margin = counts + 3 * n_blocks;
+    const long long begin = seg_at[t];
+    if (begin < 0) {
+        if (lane == 0)
+            n_diagonals[t] = n_adjacent[t] = n_bands[t] = n_margin[t] = 0;
+        return;
+    }
+    const int row = block_row[t];
+    long long stop = slot[row + 1];
+    for (int next = t + 1; next < n_blocks; next += LANES) { /* the next cut of the row, if any */
+        const int j = next + lane;
+        const int other = j >= n_blocks || block_row[j] != row;
+        const long long at = other ? -1 : seg_at[j];
+        const unsigned int cuts = lanes_ballot(at >= 0), ends = lanes_ballot(other);
+        if (cuts) {
+            stop = lanes_shfl(at, first_lane(cuts)); /* the row's blocks are consecutive: before any end */
+            break;
+        }
+        if (ends)
+            break;
+    }
+    const int e = row_e[row_begin + row];
     const unsigned int before = (1u << lane) - 1u, upto = before | (1u << lane);
     int diagonals = 0, adjacent = 0, margin = 0, last_c = -1;
     long long bands = 0, last_d = 0, last_band = 0, chain_first = 0;
@@ -646,22 +669,80 @@ extern "C" __global__ void seed_bands(
     }
 }
 
-/* Each segment's bands from its slots to their place in the dense output (dense[t]: the bands of the
- * segments before it), LANES threads a segment (a band each). */
+/* The launch's band offsets and sums, one item of LANES threads: dense[b] = the bands of the blocks before
+ * block b (an exclusive scan of seed_bands' counts plane 2), and totals[0..3] = the sums of the four planes
+ * (bands, diagonals, adjacent, margin hits). Why on the device: the host needs only the launch's total
+ * bands (one small download) to place its bands, not every block's count. Each lane sums SCAN_ITEMS
+ * consecutive blocks a round (independent loads), the lanes' sums are scanned by shuffles (Hillis-Steele:
+ * log2 LANES steps), and the running offset carries from round to round. */
+#define SCAN_ITEMS 8
+extern "C" __global__ void seed_scan(
+    const int *__restrict__ counts, const int n_blocks, long long *__restrict__ dense,
+    long long *__restrict__ totals)
+{
+    const int lane = (int)(((long long)blockIdx.x * blockDim.x + threadIdx.x) % LANES);
+    if ((long long)blockIdx.x * blockDim.x + threadIdx.x >= LANES)
+        return;
+    const int *n_diagonals = counts, *n_adjacent = counts + n_blocks, *n_bands = counts + 2 * n_blocks,
+        *n_margin = counts + 3 * n_blocks;
+    long long carry = 0, diagonals = 0, adjacent = 0, margin = 0;
+    for (int round = 0; round < n_blocks; round += LANES * SCAN_ITEMS) {
+        const int first = round + lane * SCAN_ITEMS;
+        int item[SCAN_ITEMS];
+        long long sum = 0;
+        for (int k = 0; k < SCAN_ITEMS; ++k) {
+            const int b = first + k;
+            item[k] = b < n_blocks ? n_bands[b] : 0;
+            sum += item[k];
+            if (b < n_blocks) {
+                diagonals += n_diagonals[b];
+                adjacent += n_adjacent[b];
+                margin += n_margin[b];
+            }
+        }
+        long long inclusive = sum;
+        for (int step = 1; step < LANES; step <<= 1) {
+            const long long below = lanes_shfl(inclusive, lane >= step ? lane - step : lane);
+            if (lane >= step)
+                inclusive += below;
+        }
+        long long at = carry + inclusive - sum;
+        for (int k = 0; k < SCAN_ITEMS && first + k < n_blocks; ++k) {
+            dense[first + k] = at;
+            at += item[k];
+        }
+        carry += lanes_shfl(inclusive, LANES - 1);
+    }
+    for (int step = 1; step < LANES; step <<= 1) { /* the lanes' sums: lane 0 ends with every lane's */
+        diagonals += lanes_shfl(diagonals, (lane + step) % LANES);
+        adjacent += lanes_shfl(adjacent, (lane + step) % LANES);
+        margin += lanes_shfl(margin, (lane + step) % LANES);
+    }
+    if (lane == 0) {
+        totals[0] = carry;
+        totals[1] = diagonals;
+        totals[2] = adjacent;
+        totals[3] = margin;
+    }
+}
+
+/* Each block's bands (seed_bands) from the slots after its cut to their place in the dense output (dense[t]:
+ * the bands of the blocks before it), LANES threads a block (a band each); a block without a cut has none. */
 extern "C" __global__ void seed_compact(
-    const long long *__restrict__ seg_begin, const long long *__restrict__ dense, const int *__restrict__ n_bands,
-    const int *__restrict__ seg_row, const int row_begin, const int n_segs,
+    const long long *__restrict__ seg_at, const long long *__restrict__ dense, const int *__restrict__ counts,
+    const int *__restrict__ block_row, const int row_begin, const int n_blocks,
     const int *__restrict__ in_contig, const long long *__restrict__ in_lo, const long long *__restrict__ in_hi,
     int *__restrict__ row_out, int *__restrict__ contig_out, long long *__restrict__ lo_out,
     long long *__restrict__ hi_out)
 {
     const long long thread = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     const int t = (int)(thread / LANES), lane = (int)(thread % LANES);
-    if (t >= n_segs)
+    if (t >= n_blocks)
         return;
-    for (int b = lane; b < n_bands[t]; b += LANES) {
-        const long long from = seg_begin[t] + b, to = dense[t] + b;
-        row_out[to] = row_begin + seg_row[t];
+    const int n_bands = counts[2 * n_blocks + t];
+    for (int b = lane; b < n_bands; b += LANES) {
+        const long long from = seg_at[t] + b, to = dense[t] + b;
+        row_out[to] = row_begin + block_row[t];
         contig_out[to] = in_contig[from];
         lo_out[to] = in_lo[from];
         hi_out[to] = in_hi[from];

@@ -241,44 +241,38 @@ class CudaBackend(Backend):
             cuda.trim_pool(self._work if self._trim_at is None else self._trim_at)
         launch_slots, part_windows = self._capacity()
         parts = _Parts(part_windows, hits)
-        for begin, end in _chunks(hits, launch_slots):
-            count = end - begin
-            slot = np.concatenate([[0], np.cumsum(hits[begin:end])])
-            capacity = int(slot[-1])
-            if not capacity:
-                continue
-            k_begin, k_end = int(kfirst[begin]), int(kfirst[end - 1] + nk[end - 1])
-            d_slot, rows_args = cuda.scratch_copy(slot), (begin, count)
+        totals = cuda.scratch(4 * 8)
+        for launch in _launches(hits, launch_slots):
+            begin, end, capacity, d_slot, block_row, block_index, n = launch
+            rows_args = (begin, end - begin)
             room = _room(capacity, launch_slots)
             diag_contig, diag_value, diag_flags = cuda.scratch(4 * room), cuda.scratch(8 * room), cuda.scratch(room)
             lists, placed = (list_offsets, positions, core[0], core[1], contig_starts), (diag_contig, diag_value,
                                                                                        diag_flags)
             if cuda.SEED_BY_ROW:  # the host: merge each row's lists (seed.cu seed_place_rows), ROW_BLOCK rows
-                cuda.launch(kernel("seed_place_rows"), count, key, flags, d_nk, d_kfirst, dev.e, d_slot, *rows_args,
+                cuda.launch(kernel("seed_place_rows"), end - begin, key, flags, d_nk, d_kfirst, dev.e, d_slot, *rows_args,
                             *lists, n_contigs, *placed, block=ROW_BLOCK)
             else:  # the GPU: one thread per hit, placed by searches a warp shares
+                k_begin, k_end = int(kfirst[begin]), int(kfirst[end - 1] + nk[end - 1])
                 cuda.launch(kernel("seed_place"), capacity, key, flags, kmer_row, kmer_hit, d_nk, d_kfirst, dev.e,
                             d_slot, begin, k_begin, k_end - k_begin, capacity, *lists, contig_ends, n_contigs, genome,
                             *held, *placed)
-            seg_begin, seg_end, seg_row = _segments(kernel, dev.e, d_slot, slot, begin, placed)
-            n_segs = len(seg_begin)
-            d_begin, d_row = cuda.scratch_copy(seg_begin), cuda.scratch_copy(seg_row)
+            # chained in segments (seed_segments: a cut per block of SEGMENT slots, or none), a warp a block
+            # (common.cuh LANES); the bands' offsets and the launch's sums on the device: one download a launch
+            seg_at, counts, dense = cuda.scratch(8 * n), cuda.scratch(16 * n), cuda.scratch(8 * n)
             band_contig, band_lo, band_hi = cuda.scratch(4 * room), cuda.scratch(8 * room), cuda.scratch(8 * room)
-            # the segments' four counts (diagonals, adjacent, bands, margin hits) in one buffer: one download
-            counts = cuda.scratch(16 * n_segs)
-            n_diag, n_adj, n_band, n_margin = (cuda.shifted(counts, -4 * n_segs * k) for k in range(4))
-            lanes = n_segs * cuda.WARP  # seed_bands and seed_compact: a warp per segment (common.cuh LANES)
-            cuda.launch(kernel("seed_bands"), lanes, dev.e, begin, d_begin, cuda.scratch_copy(seg_end), d_row, n_segs,
-                        *placed, band_contig, band_lo, band_hi, n_diag, n_adj, n_band, n_margin)
-            diagonals, adjacent, bands, margin = cuda.from_device(counts, (4, n_segs), np.int32).astype(np.int64)
-            stats.hits -= int(margin.sum())
-            stats.diagonals += int(diagonals.sum())
-            stats.adjacent += int(adjacent.sum())
-            total = int(bands.sum())
-            if not total:
-                continue
-            cuda.launch(kernel("seed_compact"), lanes, d_begin, cuda.scratch_copy(np.cumsum(bands) - bands), n_band,
-                        d_row, begin, n_segs, band_contig, band_lo, band_hi, *parts.room(total, end))
+            cuda.launch(kernel("seed_segments"), n * cuda.WARP, dev.e, d_slot, begin, block_row, block_index, n,
+                        SEGMENT, *placed, seg_at)
+            cuda.launch(kernel("seed_bands"), n * cuda.WARP, dev.e, begin, d_slot, block_row, seg_at, n, *placed,
+                        band_contig, band_lo, band_hi, counts)
+            cuda.launch(kernel("seed_scan"), cuda.WARP, counts, n, dense, totals)
+            total, diagonals, adjacent, margin = (int(x) for x in cuda.from_device(totals, (4,), np.int64))
+            stats.hits -= margin
+            stats.diagonals += diagonals
+            stats.adjacent += adjacent
+            if total:
+                cuda.launch(kernel("seed_compact"), n * cuda.WARP, seg_at, dense, counts, block_row, begin, n,
+                            band_contig, band_lo, band_hi, *parts.room(total, end))
         cands = DeviceCandidates(parts.done())
         stats.bands = len(cands)
         return cands, stats
@@ -544,23 +538,29 @@ def _one_group(length, e):
     return len(length) > 0 and length.min() == length.max() and e.min() == e.max()
 
 
-def _segments(kernel, row_e, d_slot, slot, row_begin, placed):
-    """(begin, end, row) of the segments the chunk's rows are chained in (seed.cu seed_segments): cut points
-    looked for in blocks of SEGMENT slots, so a row of n hits is chained by up to n / SEGMENT warps."""
-    blocks = -(-np.diff(slot) // SEGMENT)
-    block_row, block_index = ragged_arange(blocks)
-    n = len(block_row)
-    at = cuda.scratch(8 * n)
-    cuda.launch(kernel("seed_segments"), n * cuda.WARP, row_e, d_slot, row_begin,
-                cuda.scratch_copy(block_row.astype(np.int32)), cuda.scratch_copy(block_index.astype(np.int32)), n,
-                SEGMENT, *placed, at)
-    at = cuda.from_device(at, (n,), np.int64)
-    cut = at >= 0
-    begin, row = at[cut], block_row[cut].astype(np.int32)
-    end = np.append(begin[1:], 0)
-    last = np.append(row[1:] != row[:-1], True)  # a row's last segment ends where the row does
-    end[last] = slot[row[last] + 1]
-    return begin, end, row
+def _launches(hits, capacity):
+    """The seeding launches of rows with these hits: (begin, end, slots, slot, block_row, block_index, blocks)
+    for each row range of at most `capacity` hits that has any (_chunks), where slot (int64: each row's first
+    hit slot, then the total) and block_row / block_index (int32: the row and its block of each SEGMENT-slot
+    block, seed.cu seed_segments) are device arrays. Why all at once: each upload from pageable memory waits
+    for the kernels queued before it, so the launches' arrays go up in two copies before the first launch."""
+    plan, slots, blocks = [], [], []
+    for begin, end in _chunks(hits, capacity):
+        slot = np.concatenate([[0], np.cumsum(hits[begin:end])])
+        if not slot[-1]:
+            continue
+        block_row, block_index = ragged_arange(-(-np.diff(slot) // SEGMENT))
+        plan.append((begin, end, int(slot[-1]), len(block_row)))
+        slots.append(slot)
+        blocks.append(np.concatenate([block_row, block_index]).astype(np.int32))
+    if not plan:
+        return
+    d_slots, d_blocks = cuda.scratch_copy(np.concatenate(slots)), cuda.scratch_copy(np.concatenate(blocks))
+    slot_at = block_at = 0
+    for (begin, end, n_slots, n), slot in zip(plan, slots):
+        yield (begin, end, n_slots, cuda.shifted(d_slots, -8 * slot_at), cuda.shifted(d_blocks, -4 * block_at),
+               cuda.shifted(d_blocks, -4 * (block_at + n)), n)
+        slot_at, block_at = slot_at + len(slot), block_at + 2 * n
 
 
 def _room(n, most):
