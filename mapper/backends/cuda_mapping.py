@@ -77,7 +77,7 @@ class CudaBackend(Backend):
         self._given = work    # the budget the caller set (--memory), None: load decides
         self._work = work     # bytes a batch's buffers may take (--memory, or --gpu-memory's share), None: no bound
         self._trim_at = None  # pool bytes beyond which the buffers freed by earlier row groups go back (None: _work)
-        self._selected = None  # (rows, part, selection) that row_groups found to be one group, for seed to reuse
+        self._selected = None  # (rows, part, selection) of the batch row_groups cut, for seed to reuse
 
     def _resident_index(self, index):
         """(offsets, positions, contig starts, contig ends) in device memory, uploaded once per run."""
@@ -160,14 +160,13 @@ class CudaBackend(Backend):
 
     def row_groups(self, rows, index):
         """One group, or with a working budget (--gpu-memory, --memory) groups of reads whose seed hits'
-        candidates fit half of it (see CONTEXT), the hits counted by seed_select where the seeding runs."""
+        candidates fit half of it (see CONTEXT), the hits counted by seed_select where the seeding runs. The
+        batch's selection is kept for `seed` to take each group's rows from (_group_selection)."""
         if self._work is None:
             return [RowGroup(0, rows.n_reads, rows)]
         sel = self._select(rows, index, *self._current_lists(index)[:2])
-        groups = read_groups(rows, sel.hits, max(1, self._work // 2 // COLUMN_BYTES))
-        if len(groups) == 1 and groups[0].rows is rows:  # the usual batch: seed takes this selection
-            self._selected = (rows, self._part, sel)
-        return groups
+        self._selected = (rows, self._part, sel)
+        return read_groups(rows, sel.hits, max(1, self._work // 2 // COLUMN_BYTES))
 
     def _capacity(self):
         """(slots a seeding launch takes, windows a verification part holds): a quarter of the working
@@ -216,7 +215,34 @@ class CudaBackend(Backend):
         return types.SimpleNamespace(
             nk=nk, kfirst=kfirst, n_kmers=n_kmers, dev=dev, d_nk=d_nk, d_kfirst=d_kfirst, key=key, size=size,
             flags=flags, kmer_row=kmer_row, kmer_hit=kmer_hit, hits=cuda.from_device(row_hits, (n_rows,), np.int64),
-            seeds=int(cuda.from_device(row_seeds, (n_rows,), np.int32).sum()))
+            row_seeds=cuda.from_device(row_seeds, (n_rows,), np.int32), apart=None)
+
+    def _group_selection(self, rows):
+        """The selection of a row group of the batch that row_groups cut (the same reads, fewer of them
+        active), else None: a row's k-mers, seeds and hits are its own whatever else is active, so the
+        groups take their rows' part of the batch's selection (hits of the other rows 0) instead of selecting
+        again, which cost the mapping thread an upload, a launch and two downloads over all the batch's rows
+        for each of ~30 groups a batch at genome scale. The batch's selection (25 bytes a k-mer) is kept
+        until the next batch."""
+        kept = self._selected
+        if kept is None or kept[1] is not self._part:
+            return None
+        batch, sel = kept[0], kept[2]
+        if any(getattr(batch, f) is not getattr(rows, f) for f in ("forward", "start", "length", "e")) \
+                or np.any(rows.active & ~batch.active):
+            return None
+        if rows.active is batch.active:
+            self._selected = None  # the batch is one group: nothing to keep
+            group = sel
+        else:
+            group = types.SimpleNamespace(**vars(sel))
+            group.hits = np.where(rows.active, sel.hits, 0)
+            group.n_kmers = int(sel.nk[rows.active].sum())
+            group.row_seeds = np.where(rows.active, sel.row_seeds, 0)
+            # rows of other groups keep their k-mers in the selection, which the kernels would place: no
+            # launch may hold one (_chunks)
+            group.apart = batch.active & ~rows.active
+        return group
 
     def seed(self, rows, index):
         """kernels/seed.cu on every strand row: the numpy seeder's candidates and counts, left on the GPU
@@ -228,21 +254,19 @@ class CudaBackend(Backend):
         held = (0, index.reference.size) if part is None else (part.pos_lo, part.pos_hi)
         n_contigs = len(index.reference.starts)
         kernel = self._kernel(index)
-        kept, self._selected = self._selected, None
-        same = kept is not None and kept[0] is rows and kept[1] is part
-        sel = kept[2] if same else self._select(rows, index, offsets, list_offsets)
+        sel = self._group_selection(rows) or self._select(rows, index, offsets, list_offsets)
         nk, kfirst, dev, d_nk, d_kfirst, hits = sel.nk, sel.kfirst, sel.dev, sel.d_nk, sel.d_kfirst, sel.hits
         key, flags, kmer_row, kmer_hit = sel.key, sel.flags, sel.kmer_row, sel.kmer_hit
         # the counts of a run in parts add up to the one-part run's: k-mers and seeds once, hits per core
         stats = SeedStats(kmers=sel.n_kmers if first_part else 0, hits=int(hits.sum()),
-                          seeds=sel.seeds if first_part else 0)
+                          seeds=int(sel.row_seeds.sum()) if first_part else 0)
         if self._work is not None:
             # what earlier groups left in the pool beyond the budget goes back
             cuda.trim_pool(self._work if self._trim_at is None else self._trim_at)
         launch_slots, part_windows = self._capacity()
         parts = _Parts(part_windows, hits)
         totals = cuda.scratch(4 * 8)
-        for launch in _launches(hits, launch_slots):
+        for launch in _launches(hits, launch_slots, sel.apart):
             begin, end, capacity, d_slot, block_row, block_index, n = launch
             rows_args = (begin, end - begin)
             room = _room(capacity, launch_slots)
@@ -250,8 +274,8 @@ class CudaBackend(Backend):
             lists, placed = (list_offsets, positions, core[0], core[1], contig_starts), (diag_contig, diag_value,
                                                                                        diag_flags)
             if cuda.SEED_BY_ROW:  # the host: merge each row's lists (seed.cu seed_place_rows), ROW_BLOCK rows
-                cuda.launch(kernel("seed_place_rows"), end - begin, key, flags, d_nk, d_kfirst, dev.e, d_slot, *rows_args,
-                            *lists, n_contigs, *placed, block=ROW_BLOCK)
+                cuda.launch(kernel("seed_place_rows"), end - begin, key, flags, d_nk, d_kfirst, dev.e, d_slot,
+                            *rows_args, *lists, n_contigs, *placed, block=ROW_BLOCK)
             else:  # the GPU: one thread per hit, placed by searches a warp shares
                 k_begin, k_end = int(kfirst[begin]), int(kfirst[end - 1] + nk[end - 1])
                 cuda.launch(kernel("seed_place"), capacity, key, flags, kmer_row, kmer_hit, d_nk, d_kfirst, dev.e,
@@ -538,17 +562,16 @@ def _one_group(length, e):
     return len(length) > 0 and length.min() == length.max() and e.min() == e.max()
 
 
-def _launches(hits, capacity):
+def _launches(hits, capacity, apart=None):
     """The seeding launches of rows with these hits: (begin, end, slots, slot, block_row, block_index, blocks)
-    for each row range of at most `capacity` hits that has any (_chunks), where slot (int64: each row's first
-    hit slot, then the total) and block_row / block_index (int32: the row and its block of each SEGMENT-slot
-    block, seed.cu seed_segments) are device arrays. Why all at once: each upload from pageable memory waits
-    for the kernels queued before it, so the launches' arrays go up in two copies before the first launch."""
+    for each row range of at most `capacity` hits that has any and no row of `apart` (_chunks), where slot
+    (int64: each row's first hit slot, then the total) and block_row / block_index (int32: the row and its
+    block of each SEGMENT-slot block, seed.cu seed_segments) are device arrays. Why all at once: each upload
+    from pageable memory waits for the kernels queued before it, so the launches' arrays go up in two copies
+    before the first launch."""
     plan, slots, blocks = [], [], []
-    for begin, end in _chunks(hits, capacity):
+    for begin, end in _chunks(hits, capacity, apart):
         slot = np.concatenate([[0], np.cumsum(hits[begin:end])])
-        if not slot[-1]:
-            continue
         block_row, block_index = ragged_arange(-(-np.diff(slot) // SEGMENT))
         plan.append((begin, end, int(slot[-1]), len(block_row)))
         slots.append(slot)
@@ -570,15 +593,31 @@ def _room(n, most):
     return max(n, min(1 << max(int(n) - 1, 0).bit_length(), most))
 
 
-def _chunks(hits, capacity):
-    """(begin, end) row ranges whose hits sum to at most `capacity` (a single larger row gets its own)."""
-    total = np.cumsum(hits)
-    begin, n = 0, len(hits)
-    while begin < n:
-        base = total[begin - 1] if begin else 0
-        end = max(int(np.searchsorted(total, base + capacity, side="right")), begin + 1)
-        yield begin, end
-        begin = end
+GAP = 1024  # rows without hits that end a seeding launch's row range (_chunks)
+
+
+def _chunks(hits, capacity, apart=None):
+    """(begin, end) row ranges whose hits sum to at most `capacity` (a single larger row gets its own), each
+    from a row with hits to a row with hits, none across a row of `apart` (bool per row; None: none) or
+    more than GAP rows without hits: a row group's rows are two runs in the batch's (its reads' forward
+    and reverse rows), and ranges over the rows between them made its launches' host arrays as long as
+    the batch's."""
+    rows = np.flatnonzero(hits)
+    if not len(rows):
+        return
+    total = np.cumsum(hits[rows])
+    cut = np.diff(rows) > GAP
+    if apart is not None:
+        held = np.cumsum(apart)
+        cut |= held[rows[1:]] != held[rows[:-1]]
+    stops = np.append(np.flatnonzero(cut) + 1, len(rows))  # where each run of rows ends
+    i = 0
+    while i < len(rows):
+        base = total[i - 1] if i else 0
+        stop = int(stops[np.searchsorted(stops, i, side="right")])
+        j = min(max(int(np.searchsorted(total, base + capacity, side="right")), i + 1), stop)
+        yield int(rows[i]), int(rows[j - 1]) + 1
+        i = j
 
 
 def _gather(codes, start, lo, hi, width, n):

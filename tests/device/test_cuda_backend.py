@@ -61,7 +61,9 @@ def test_gpu_memory_budget_maps_in_groups_and_chunks(backend, device_layer, monk
     from mapper.pipeline import Counters, find_mappings
     index = load_index(SHIGELLA, index_dir(SHIGELLA))
     batch = next(read_batches(READS / "shigella_dysenteriae_ERR6005894_R1.fastq.gz", 400))
-    runs = []
+    runs, selected = [], []
+    select = cuda_mapping.CudaBackend._select
+    monkeypatch.setattr(cuda_mapping.CudaBackend, "_select", lambda *a: selected.append(a[1]) or select(*a))
     for memory in (None, 5 * (1 << 14)):
         with monkeypatch.context() as patch:
             if memory:
@@ -70,10 +72,13 @@ def test_gpu_memory_budget_maps_in_groups_and_chunks(backend, device_layer, monk
             run = cuda_mapping.CudaBackend()
             run.load(index, memory)
             counters = Counters()
+            selected.clear()
             rows, maps = find_mappings(batch, index, run, None, 6, "r1", counters)
             runs.append((maps, counters.seeding, run.row_groups(rows, index), run))
     (whole, whole_stats, one, _), (bounded, bounded_stats, groups, run) = runs
     assert len(one) == 1 and len(groups) > 5 and run._work == 1 << 14
+    # the batch's rows selected once (and once more by row_groups above): every group seeds from that selection
+    assert len(selected) == 2 and all(r is rows for r in selected)
     launch_slots, part_windows = run._capacity()
     assert cuda_mapping.BAND_CAPACITY > launch_slots > part_windows > 10
     order = lambda m: np.lexsort((m.edits, m.end, m.start, m.contig, m.row))
@@ -141,7 +146,8 @@ def test_seeding_launches_fill_shared_parts(backend, monkeypatch, index_dir, wor
     backend._work = work
     launches, cuts = [], []
     chunks, pieces = cuda_mapping._chunks, cuda_mapping._pieces
-    monkeypatch.setattr(cuda_mapping, "_chunks", lambda hits, n: launches.extend(chunks(hits, n)) or launches)
+    monkeypatch.setattr(cuda_mapping, "_chunks",
+                        lambda hits, n, apart: launches.extend(chunks(hits, n, apart)) or launches)
     monkeypatch.setattr(cuda_mapping, "_pieces", lambda parts, most: cuts.append(
         (most, [p[0] for p in parts], list(pieces(parts, most)))) or cuts[-1][2])
     index = load_index(SHIGELLA, index_dir(SHIGELLA))
@@ -346,3 +352,28 @@ def test_default_pool_keeps_twice_the_reserve_where_the_device_has_room(device_l
             patch.setattr(device_layer, "trim_pool", limits.append)
             run.seed(rows, index)
         assert limits == [want]
+
+
+def test_launch_row_ranges_skip_rows_without_hits_and_apart():
+    """_chunks covers every row with hits once, in ranges of at most `capacity` hits (or one row) that start
+    and end at rows with hits, never hold a row of `apart` (another row group's) nor span more than GAP rows
+    without hits (a group's forward and reverse rows are far apart in the batch)."""
+    rng = np.random.default_rng(5)
+    for _ in range(200):
+        n = int(rng.integers(1, 4000))
+        hits = rng.integers(0, 40, n) * (rng.random(n) < rng.random())
+        hits[rng.integers(0, n, 2)] *= 10 ** 5
+        apart = rng.random(n) < 0.01 if rng.random() < 0.5 else None
+        if apart is not None:
+            hits[apart] = 0
+        capacity = int(rng.integers(1, 2000))
+        ranges = list(cuda_mapping._chunks(hits, capacity, apart))
+        covered = np.zeros(n, dtype=int)
+        for begin, end in ranges:
+            covered[begin:end] += 1
+            inside = np.flatnonzero(hits[begin:end])
+            assert inside[0] == 0 and inside[-1] == end - begin - 1
+            assert hits[begin:end].sum() <= capacity or len(inside) == 1
+            assert np.diff(inside).max(initial=0) <= cuda_mapping.GAP
+            assert apart is None or not apart[begin:end].any()
+        assert (covered[hits > 0] == 1).all() and covered.max(initial=0) <= 1
