@@ -139,7 +139,12 @@ extern "C" __global__ void strand_codes(const uint8_t *__restrict__ fwd, const l
  * on the GPU, so that only the windows within e cross the bus. Window t is found when best[t] >= 0; its
  * n_ends[t] taken ends become records (row, contig, start = win_start + starts[k][t], end = win_start +
  * ends[k][t] + 1, edits = edits[k][t]), unless there are more than max_ends of them: then the window is listed
- * in `overflow` and redone on the host. One thread per window reserves its slots with one atomicAdd, so
+ * in `overflow` and redone on the host. An end that a neighbouring window of the part (t - 1 or t + 1: the
+ * same row and contig) also took, with fewer edits, or as many from a start as far left or further, is left
+ * out (on a full tie the earlier window keeps it): overlapping windows of one locus (adjacent bands) take
+ * the same ends, and locus selection (mapper/verify.py select_loci) keeps of equal ends only the fewest
+ * edits and, among those, the leftmost start, which the best of a run of such duplicates holds; at genome
+ * scale half the records were such duplicates. One thread per window reserves its slots with one atomicAdd, so
  * the records' order varies between runs; the loci chosen from them (mapper/verify.py select_loci, which
  * sorts them) do not. Launched twice: with out_row == NULL it only counts (counts[0] records, counts[1]
  * overflowing windows); then, counts zeroed, it writes into buffers of those sizes. The records are
@@ -150,6 +155,29 @@ extern "C" __global__ void strand_codes(const uint8_t *__restrict__ fwd, const l
  * Out: counts uint64 [2]; out_row, out_contig int32, out_start, out_end uint32, out_edits uint8 [counts[0]];
  *      overflow int64 [counts[1]] (window indices)
  */
+/* Whether end k of window t (end, start absolute; d edits) is also an end of window u, its neighbour in the
+ * part, that beats it: the same row and contig, the same end, and (fewer edits, then a start further left,
+ * then the earlier window). See found_mappings. */
+__device__ __forceinline__ int beaten_by(const long long u, const long long t, const long long n, const int max_ends,
+                                         const int *__restrict__ best, const int *__restrict__ n_ends,
+                                         const int *__restrict__ ends, const int *__restrict__ starts,
+                                         const int *__restrict__ edits, const int *__restrict__ cand_row,
+                                         const int *__restrict__ cand_contig, const long long *__restrict__ win_start,
+                                         const long long end, const long long start, const int d)
+{
+    if (u < 0 || u >= n || best[u] < 0 || n_ends[u] > max_ends || cand_row[u] != cand_row[t]
+        || cand_contig[u] != cand_contig[t])
+        return 0;
+    for (int j = 0; j < n_ends[u]; j++) {
+        if (win_start[u] + ends[j * n + u] != end)
+            continue;
+        const int d_u = edits[j * n + u];
+        const long long start_u = win_start[u] + starts[j * n + u];
+        return d_u < d || (d_u == d && (start_u < start || (start_u == start && u < t)));
+    }
+    return 0;
+}
+
 extern "C" __global__ void found_mappings(
     const int *__restrict__ best, const int *__restrict__ n_ends, const int *__restrict__ ends,
     const int *__restrict__ starts, const int *__restrict__ edits, const long long n, const int max_ends,
@@ -169,14 +197,29 @@ extern "C" __global__ void found_mappings(
             overflow[slot] = t;
         return;
     }
-    const unsigned long long slot = atomicAdd(&counts[0], (unsigned long long)m);
+    unsigned int keep = 0; /* bit k: end k is not beaten by a neighbour's */
+    for (int k = 0; k < m; k++) {
+        const long long end = win_start[t] + ends[k * n + t], start = win_start[t] + starts[k * n + t];
+        const int d = edits[k * n + t];
+        if (!beaten_by(t - 1, t, n, max_ends, best, n_ends, ends, starts, edits, cand_row, cand_contig, win_start,
+                       end, start, d)
+            && !beaten_by(t + 1, t, n, max_ends, best, n_ends, ends, starts, edits, cand_row, cand_contig, win_start,
+                          end, start, d))
+            keep |= 1u << k;
+    }
+    if (!keep)
+        return;
+    const unsigned long long slot = atomicAdd(&counts[0], (unsigned long long)__popc(keep));
     if (!out_row)
         return;
-    for (int k = 0; k < m; k++) {
-        out_row[slot + k] = cand_row[t];
-        out_contig[slot + k] = cand_contig[t];
-        out_start[slot + k] = (unsigned int)(win_start[t] + starts[k * n + t]);
-        out_end[slot + k] = (unsigned int)(win_start[t] + ends[k * n + t] + 1);
-        out_edits[slot + k] = (uint8_t)edits[k * n + t];
+    for (int k = 0, j = 0; k < m; k++) {
+        if (!(keep >> k & 1u))
+            continue;
+        out_row[slot + j] = cand_row[t];
+        out_contig[slot + j] = cand_contig[t];
+        out_start[slot + j] = (unsigned int)(win_start[t] + starts[k * n + t]);
+        out_end[slot + j] = (unsigned int)(win_start[t] + ends[k * n + t] + 1);
+        out_edits[slot + j] = (uint8_t)edits[k * n + t];
+        ++j;
     }
 }

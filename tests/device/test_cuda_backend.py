@@ -377,3 +377,51 @@ def test_launch_row_ranges_skip_rows_without_hits_and_apart():
             assert np.diff(inside).max(initial=0) <= cuda_mapping.GAP
             assert apart is None or not apart[begin:end].any()
         assert (covered[hits > 0] == 1).all() and covered.max(initial=0) <= 1
+
+
+def test_found_mappings_leave_out_ends_a_neighbour_beats(device_layer):
+    """gather.cu found_mappings drops an end only when window t - 1 or t + 1 (the same row and contig) took
+    the same end with fewer edits, or as many from a start as far left or further (the earlier window on a
+    full tie): of every set of equal ends the one locus selection keeps (fewest edits, then leftmost start)
+    stays. Random windows with shared ends against a brute-force count and record set."""
+    from mapper.backends.cuda_mapping import FOUND_DTYPES, MAX_ENDS
+    rng = np.random.default_rng(3)
+    cuda = device_layer
+    kernel = cuda.function("gather.cu", "found_mappings")
+    dropped = 0
+    for _ in range(20):
+        n = int(rng.integers(1, 300))
+        best = np.where(rng.random(n) < 0.9, 0, -1).astype(np.int32)
+        n_ends = rng.integers(1, MAX_ENDS + 3, n).astype(np.int32)  # some overflow
+        # a cover's ends are distinct; the windows' starts 0-3 apart make equal ends across neighbours
+        ends = np.stack([rng.choice(40, MAX_ENDS, replace=False) for _ in range(n)], axis=1).astype(np.int32)
+        starts = (ends - 30 - rng.integers(0, 3, (MAX_ENDS, n))).astype(np.int32)
+        edits = rng.integers(0, 6, (MAX_ENDS, n)).astype(np.int32)
+        row = np.repeat(np.arange(n), rng.integers(1, 4, n))[:n].astype(np.int32)
+        contig = (rng.random(n) < 0.1).astype(np.int32)
+        win_start = (1000 + rng.integers(0, 4, n)).astype(np.int64)
+        counts = cuda.to_device(np.zeros(2, np.uint64))
+        common = [cuda.to_device(a) for a in (best, n_ends, ends, starts, edits)] + [n, MAX_ENDS] + \
+                 [cuda.to_device(a) for a in (row, contig, win_start)] + [counts]
+        cuda.launch(kernel, n, *common, *(0,) * 6)
+        n_maps, n_over = (int(c) for c in cuda.from_device(counts, (2,), np.uint64))
+        out = [cuda.empty(np.dtype(t).itemsize * n_maps) for t in FOUND_DTYPES]
+        cuda.memset(counts, 0, 16)
+        cuda.launch(kernel, n, *common, *out, cuda.empty(8 * max(n_over, 1)))
+        got = sorted(zip(*(cuda.from_device(b, (n_maps,), t).tolist() for b, t in zip(out, FOUND_DTYPES))))
+        ok = lambda u: 0 <= u < n and best[u] >= 0 and n_ends[u] <= MAX_ENDS
+        want = []
+        for t in range(n):
+            if not ok(t):
+                continue
+            for k in range(n_ends[t]):
+                end, start, d = win_start[t] + ends[k, t], win_start[t] + starts[k, t], edits[k, t]
+                beaten = any(ok(u) and row[u] == row[t] and contig[u] == contig[t] and any(
+                    win_start[u] + ends[j, u] == end and (edits[j, u], win_start[u] + starts[j, u], u) < (d, start, t)
+                    for j in range(n_ends[u])) for u in (t - 1, t + 1))
+                if not beaten:
+                    want.append((int(row[t]), int(contig[t]), int(start), int(end) + 1, int(d)))
+        assert n_over == int(np.sum((best >= 0) & (n_ends > MAX_ENDS)))
+        assert got == sorted(want)
+        dropped += sum(int(n_ends[t]) for t in range(n) if ok(t)) - len(want)
+    assert dropped > 100
