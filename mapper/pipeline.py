@@ -119,9 +119,13 @@ def find_mappings(batch, index, backend, filter_mode, fixed_e, reads_path, count
 # the render processes start on a piece while the device maps the next. One piece a batch took 1,000 repeat
 # reads against a 3.1 Gbp proxy (one H200) through 5 s of mapping, then 5 s of rendering, then 3 s of
 # writing, one after the other; a batch of ordinary reads there is ~30 groups, its first rendered only
-# once the last was verified.
+# once the last was verified. The mappings' bound was 2^24 while the device returned an end once for each
+# overlapping window that took it (twice the loci for ordinary reads at genome scale); since found_mappings
+# keeps one, 2^23 cuts a batch about where 2^24 cut it before. (Kept at 2^24, the 1,000 repeat reads' 25 M
+# loci would go out in two pieces, the first two thirds of them, and that run took 1 s longer; 2^23 is
+# not yet measured on a GPU.)
 PIECE_READS = 25_000
-PIECE_MAPPINGS = 1 << 24
+PIECE_MAPPINGS = 1 << 23
 
 
 @dataclass
