@@ -21,13 +21,16 @@
  * seed_segments    per block of a row's slots, LANES threads a block: where the row can be cut into
  *                  independent segments (a kept diagonal that certainly starts a new chain), so that a huge
  *                  row is chained by many warps.
- * seed_bands       per segment, LANES threads a segment (common.cuh): distinct kept diagonals are chained
- *                  while consecutive ones are <= e apart; a chain is cut into bands (d - chain_first) / (e+1);
- *                  each band is written as (contig, first diagonal, last diagonal) at the segment's slots.
- * seed_compact     per segment, LANES threads a segment: moves its bands to their place in the dense output.
- * The host prefix-sums row_hits (slot offsets), lists the segments and prefix-sums their band counts (dense
- * offsets) between launches, and launches rows in chunks whose total hits fit the buffers, so a read with
- * huge buckets cannot exhaust memory.
+ * seed_bands       per block with a cut, LANES threads a block (common.cuh): the segment from its cut to the
+ *                  row's next cut; distinct kept diagonals are chained while consecutive ones are <= e apart;
+ *                  a chain is cut into bands (d - chain_first) / (e+1); each band is written as (contig,
+ *                  first diagonal, last diagonal) at the segment's slots; counts per block.
+ * seed_scan        one item of LANES threads: the blocks' band offsets (an exclusive scan) and the launch's
+ *                  sums, so that only the launch's total bands come back to the host.
+ * seed_compact     per block, LANES threads a block: moves its bands to their place in the dense output.
+ * The host prefix-sums row_hits (slot offsets) and launches rows in chunks whose total hits fit the
+ * buffers, so a read with huge buckets cannot exhaust memory; between a launch's kernels it reads back
+ * the launch's band total only, to place the bands in a candidate part.
  *
  * In : codes      uint8 [2T]  strand rows' codes (mapper/alphabet.py; CODE_N never part of a k-mer)
  *      row_start  int64 [R], nk int32 [R] (k-mers of the row, 0 = not seeded), kfirst int64 [R]
@@ -40,8 +43,8 @@
  *                 only [genome_lo, genome_hi) (its pointer shifted so that global positions index it)
  * Per k-mer (at kfirst[row] + j): kmer_key uint32, kmer_size int64, kmer_flags uint8 (1 = has N, 2 = chosen),
  *      kmer_row int32, kmer_hit int64
- * JIT constants (-D): WS, OFFSET_T, SEED_LANES (threads launched per block of seed_segments and per segment
- *      of seed_bands and seed_compact: must be LANES).
+ * JIT constants (-D): WS, OFFSET_T, SEED_LANES (threads launched per block of seed_segments, seed_bands
+ *      and seed_compact, and for seed_scan: must be LANES).
  */
 #include "common.cuh"
 

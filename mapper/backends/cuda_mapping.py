@@ -45,7 +45,9 @@ RESERVE = 4 << 30  # without --gpu-memory: the device memory a batch's buffers k
 # of one part of the candidates (VERIFY_BYTES a window; a part gathers the bands of consecutive launches,
 # _Parts) take a quarter of W each, and the candidates a row group keeps until it is verified (24 bytes a
 # window, fewer windows than seed hits) half of W: the batch is seeded and verified in groups of reads
-# whose seed hits fit (seeding.hit_groups), whatever they hit.
+# whose seed hits fit (seeding.hit_groups), whatever they hit. The batch's rows and its seed selection
+# (17 bytes a k-mer: ~27 MB for 100,000 reads of 100 bp) are held beside W while its groups are seeded:
+# they grow with the batch size, not with what the reads hit.
 WORK_SHARE = 5
 # gather.cu found_mappings' records (row, contig, start, end, edits), as narrow as the values allow
 FOUND_DTYPES = (np.int32, np.int32, np.uint32, np.uint32, np.uint8)
@@ -77,7 +79,7 @@ class CudaBackend(Backend):
         self._given = work    # the budget the caller set (--memory), None: load decides
         self._work = work     # bytes a batch's buffers may take (--memory, or --gpu-memory's share), None: no bound
         self._trim_at = None  # pool bytes beyond which the buffers freed by earlier row groups go back (None: _work)
-        self._selected = None  # (rows, part, selection) of the batch row_groups cut, for seed to reuse
+        self._selected = None  # [rows, part, index, selection, groups left] of the batch row_groups cut
 
     def _resident_index(self, index):
         """(offsets, positions, contig starts, contig ends) in device memory, uploaded once per run."""
@@ -92,6 +94,7 @@ class CudaBackend(Backend):
         """The index and the reference codes to device memory (and the CUDA context made) before the first
         batch; in parts (index_parts.py) when they need more than they may take: with `memory` (--gpu-memory),
         what the run's working budget leaves of it (see CONTEXT), else the free device memory less RESERVE."""
+        self._selected = None
         if memory is None:
             free = cuda.free_memory()
             budget = free - RESERVE
@@ -164,9 +167,11 @@ class CudaBackend(Backend):
         batch's selection is kept for `seed` to take each group's rows from (_group_selection)."""
         if self._work is None:
             return [RowGroup(0, rows.n_reads, rows)]
+        self._selected = None  # the previous batch's, before this one is made
         sel = self._select(rows, index, *self._current_lists(index)[:2])
-        self._selected = (rows, self._part, sel)
-        return read_groups(rows, sel.hits, max(1, self._work // 2 // COLUMN_BYTES))
+        groups = read_groups(rows, sel.hits, max(1, self._work // 2 // COLUMN_BYTES))
+        self._selected = [rows, self._part, index, sel, len(groups)]
+        return groups
 
     def _capacity(self):
         """(slots a seeding launch takes, windows a verification part holds): a quarter of the working
@@ -212,36 +217,38 @@ class CudaBackend(Backend):
         row_hits, row_seeds = cuda.scratch(8 * n_rows), cuda.scratch(4 * n_rows)
         cuda.launch(self._kernel(index)("seed_select"), n_rows, dev.codes, dev.start, d_nk, d_kfirst, dev.e, n_rows,
                     offsets, list_offsets, key, size, flags, kmer_row, kmer_hit, row_hits, row_seeds)
+        # `size` (the chosen lists' sizes) is seed_select's own: freed here, in stream order with the launch
         return types.SimpleNamespace(
-            nk=nk, kfirst=kfirst, n_kmers=n_kmers, dev=dev, d_nk=d_nk, d_kfirst=d_kfirst, key=key, size=size,
+            nk=nk, kfirst=kfirst, n_kmers=n_kmers, dev=dev, d_nk=d_nk, d_kfirst=d_kfirst, key=key,
             flags=flags, kmer_row=kmer_row, kmer_hit=kmer_hit, hits=cuda.from_device(row_hits, (n_rows,), np.int64),
             row_seeds=cuda.from_device(row_seeds, (n_rows,), np.int32), apart=None)
 
-    def _group_selection(self, rows):
+    def _group_selection(self, rows, index):
         """The selection of a row group of the batch that row_groups cut (the same reads, fewer of them
         active), else None: a row's k-mers, seeds and hits are its own whatever else is active, so the
         groups take their rows' part of the batch's selection (hits of the other rows 0) instead of selecting
         again, which cost the mapping thread an upload, a launch and two downloads over all the batch's rows
-        for each of ~30 groups a batch at genome scale. The batch's selection (25 bytes a k-mer) is kept
-        until the next batch."""
-        kept = self._selected
-        if kept is None or kept[1] is not self._part:
+        for each of ~30 groups a batch at genome scale. The batch's selection (17 bytes a k-mer on the
+        device) is let go with its last group's seeding."""
+        kept, self._selected = self._selected, None
+        if kept is None or kept[1] is not self._part or kept[2] is not index:
             return None
-        batch, sel = kept[0], kept[2]
+        batch, sel = kept[0], kept[3]
         if any(getattr(batch, f) is not getattr(rows, f) for f in ("forward", "start", "length", "e")) \
                 or np.any(rows.active & ~batch.active):
-            return None
+            return None  # not a group of that batch: its selection goes
+        kept[4] -= 1
+        if kept[4] > 0:
+            self._selected = kept  # kept for the batch's next group
         if rows.active is batch.active:
-            self._selected = None  # the batch is one group: nothing to keep
-            group = sel
-        else:
-            group = types.SimpleNamespace(**vars(sel))
-            group.hits = np.where(rows.active, sel.hits, 0)
-            group.n_kmers = int(sel.nk[rows.active].sum())
-            group.row_seeds = np.where(rows.active, sel.row_seeds, 0)
-            # rows of other groups keep their k-mers in the selection, which the kernels would place: no
-            # launch may hold one (_chunks)
-            group.apart = batch.active & ~rows.active
+            return sel
+        group = types.SimpleNamespace(**vars(sel))
+        group.hits = np.where(rows.active, sel.hits, 0)
+        group.n_kmers = int(sel.nk[rows.active].sum())
+        group.row_seeds = np.where(rows.active, sel.row_seeds, 0)
+        # rows of other groups keep their k-mers in the selection, which the kernels would place: no
+        # launch may hold one (_chunks)
+        group.apart = batch.active & ~rows.active
         return group
 
     def seed(self, rows, index):
@@ -254,7 +261,7 @@ class CudaBackend(Backend):
         held = (0, index.reference.size) if part is None else (part.pos_lo, part.pos_hi)
         n_contigs = len(index.reference.starts)
         kernel = self._kernel(index)
-        sel = self._group_selection(rows) or self._select(rows, index, offsets, list_offsets)
+        sel = self._group_selection(rows, index) or self._select(rows, index, offsets, list_offsets)
         nk, kfirst, dev, d_nk, d_kfirst, hits = sel.nk, sel.kfirst, sel.dev, sel.d_nk, sel.d_kfirst, sel.hits
         key, flags, kmer_row, kmer_hit = sel.key, sel.flags, sel.kmer_row, sel.kmer_hit
         # the counts of a run in parts add up to the one-part run's: k-mers and seeds once, hits per core

@@ -74,6 +74,7 @@ def test_gpu_memory_budget_maps_in_groups_and_chunks(backend, device_layer, monk
             counters = Counters()
             selected.clear()
             rows, maps = find_mappings(batch, index, run, None, 6, "r1", counters)
+            assert run._selected is None  # the batch's selection went with its last group
             runs.append((maps, counters.seeding, run.row_groups(rows, index), run))
     (whole, whole_stats, one, _), (bounded, bounded_stats, groups, run) = runs
     assert len(one) == 1 and len(groups) > 5 and run._work == 1 << 14
@@ -377,6 +378,9 @@ def test_launch_row_ranges_skip_rows_without_hits_and_apart():
             assert np.diff(inside).max(initial=0) <= cuda_mapping.GAP
             assert apart is None or not apart[begin:end].any()
         assert (covered[hits > 0] == 1).all() and covered.max(initial=0) <= 1
+        for (first, end), (begin, _) in zip(ranges, ranges[1:]):  # a range ends only where it must
+            assert (hits[first:end].sum() + hits[begin] > capacity or begin - (end - 1) > cuda_mapping.GAP
+                    or (apart is not None and apart[end:begin].any()))
 
 
 def test_found_mappings_leave_out_ends_a_neighbour_beats(device_layer):
@@ -385,6 +389,7 @@ def test_found_mappings_leave_out_ends_a_neighbour_beats(device_layer):
     full tie): of every set of equal ends the one locus selection keeps (fewest edits, then leftmost start)
     stays. Random windows with shared ends against a brute-force count and record set."""
     from mapper.backends.cuda_mapping import FOUND_DTYPES, MAX_ENDS
+    assert MAX_ENDS <= 32  # the kernel marks a window's kept ends in a 32-bit mask
     rng = np.random.default_rng(3)
     cuda = device_layer
     kernel = cuda.function("gather.cu", "found_mappings")
@@ -425,3 +430,49 @@ def test_found_mappings_leave_out_ends_a_neighbour_beats(device_layer):
         assert got == sorted(want)
         dropped += sum(int(n_ends[t]) for t in range(n) if ok(t)) - len(want)
     assert dropped > 100
+
+
+def repeats(rng):
+    """Imperfect tandem repeats of periods 1-6 (400 bases, a substitution every ~60), random flanks between
+    them: a read inside one aligns with many ends a few bases apart, which the overlapping windows of its
+    bands take again and again."""
+    parts = []
+    for motif in ("A", "CA", "TTC", "AAAT", "AAAAT", "TTTCCA"):
+        parts.append(rng.integers(0, 4, 300))
+        tract = np.array(["ACGT".index(b) for b in motif * (400 // len(motif))])
+        hit = rng.choice(len(tract), 6, replace=False)
+        tract[hit] = (tract[hit] + 1) % 4
+        parts.append(tract)
+    parts.append(rng.integers(0, 4, 300))
+    return "".join("ACGT"[c] for c in np.concatenate(parts))
+
+
+def test_deduped_records_select_the_same_loci_in_repeats(backend, tmp_path):
+    """Where overlapping windows take the same ends (tandem repeats), found_mappings leaves out the
+    duplicates it may and the loci selected from its records are the ones selected from every window's
+    cover (the numpy verifier, which keeps them all)."""
+    from mapper.cli import main
+    rng = np.random.default_rng(8)
+    genome = repeats(rng)
+    fasta = tmp_path / "repeats.fa"
+    fasta.write_text(">repeats\n" + genome + "\n")
+    reads = tmp_path / "reads.fq"
+    with open(reads, "w") as out:
+        for i in range(200):
+            start = int(rng.integers(0, len(genome) - 100))
+            read = list(genome[start:start + 100])
+            for k in rng.choice(100, int(rng.integers(0, 4)), replace=False):
+                read[k] = "ACGT"[("ACGT".index(read[k]) + 1) % 4]
+            out.write(f"@r{i}\n{''.join(read)}\n+\n{'I' * 100}\n")
+    assert main(["index", "--quiet", "--index", str(tmp_path / "repeats.gkx"), str(fasta)]) == 0
+    index = load_index(fasta, tmp_path / "repeats.gkx")
+    batch = next(read_batches(reads, 200))
+    rows = strand_rows(batch.codes(), batch.starts, per_read_e(batch, 5, reads))
+    cands, _ = seed(rows, index)
+    every, kept = verify(rows, cands, index.reference), backend.verify(rows, cands, index.reference)
+    assert len(kept) < 0.8 * len(every)  # duplicates were left out
+    want = select_loci(rows, every, index.reference)
+    got = select_loci(rows, kept, index.reference)
+    assert len(want) > 1000
+    for f in ("row", "contig", "start", "end", "edits"):
+        assert np.array_equal(getattr(got, f), getattr(want, f)), f
