@@ -79,7 +79,8 @@ class CudaBackend(Backend):
         self._given = work    # the budget the caller set (--memory), None: load decides
         self._work = work     # bytes a batch's buffers may take (--memory, or --gpu-memory's share), None: no bound
         self._trim_at = None  # pool bytes beyond which the buffers freed by earlier row groups go back (None: _work)
-        self._selected = None  # [rows, part, index, selection, groups left] of the batch row_groups cut
+        self._selected = None  # the batch's selection that row_groups made (types.SimpleNamespace: batch,
+                               # part, index, sel, left = groups still to seed)
 
     def _resident_index(self, index):
         """(offsets, positions, contig starts, contig ends) in device memory, uploaded once per run."""
@@ -170,7 +171,7 @@ class CudaBackend(Backend):
         self._selected = None  # the previous batch's, before this one is made
         sel = self._select(rows, index, *self._current_lists(index)[:2])
         groups = read_groups(rows, sel.hits, max(1, self._work // 2 // COLUMN_BYTES))
-        self._selected = [rows, self._part, index, sel, len(groups)]
+        self._selected = types.SimpleNamespace(batch=rows, part=self._part, index=index, sel=sel, left=len(groups))
         return groups
 
     def _capacity(self):
@@ -231,14 +232,14 @@ class CudaBackend(Backend):
         for each of ~30 groups a batch at genome scale. The batch's selection (17 bytes a k-mer on the
         device) is let go with its last group's seeding."""
         kept, self._selected = self._selected, None
-        if kept is None or kept[1] is not self._part or kept[2] is not index:
+        if kept is None or kept.part is not self._part or kept.index is not index:
             return None
-        batch, sel = kept[0], kept[3]
+        batch, sel = kept.batch, kept.sel
         if any(getattr(batch, f) is not getattr(rows, f) for f in ("forward", "start", "length", "e")) \
                 or np.any(rows.active & ~batch.active):
             return None  # not a group of that batch: its selection goes
-        kept[4] -= 1
-        if kept[4] > 0:
+        kept.left -= 1
+        if kept.left > 0:
             self._selected = kept  # kept for the batch's next group
         if rows.active is batch.active:
             return sel

@@ -13,6 +13,7 @@ from mapper.pipeline import per_read_e
 from mapper.reads import read_batches
 from mapper.seeding import seed, strand_rows
 from mapper.verify import select_loci, verify
+from repeats import tandem_genome
 
 
 @pytest.fixture
@@ -432,33 +433,19 @@ def test_found_mappings_leave_out_ends_a_neighbour_beats(device_layer):
     assert dropped > 100
 
 
-def repeats(rng):
-    """Imperfect tandem repeats of periods 1-6 (400 bases, a substitution every ~60), random flanks between
-    them: a read inside one aligns with many ends a few bases apart, which the overlapping windows of its
-    bands take again and again."""
-    parts = []
-    for motif in ("A", "CA", "TTC", "AAAT", "AAAAT", "TTTCCA"):
-        parts.append(rng.integers(0, 4, 300))
-        tract = np.array(["ACGT".index(b) for b in motif * (400 // len(motif))])
-        hit = rng.choice(len(tract), 6, replace=False)
-        tract[hit] = (tract[hit] + 1) % 4
-        parts.append(tract)
-    parts.append(rng.integers(0, 4, 300))
-    return "".join("ACGT"[c] for c in np.concatenate(parts))
-
-
 def test_deduped_records_select_the_same_loci_in_repeats(backend, tmp_path):
     """Where overlapping windows take the same ends (tandem repeats), found_mappings leaves out the
     duplicates it may and the loci selected from its records are the ones selected from every window's
     cover (the numpy verifier, which keeps them all)."""
     from mapper.cli import main
     rng = np.random.default_rng(8)
-    genome = repeats(rng)
+    contigs = tandem_genome(rng)
     fasta = tmp_path / "repeats.fa"
-    fasta.write_text(">repeats\n" + genome + "\n")
+    fasta.write_text("".join(f">{name}\n{seq}\n" for name, seq in contigs.items()))
     reads = tmp_path / "reads.fq"
     with open(reads, "w") as out:
         for i in range(200):
+            genome = contigs[list(contigs)[i % 2]]
             start = int(rng.integers(0, len(genome) - 100))
             read = list(genome[start:start + 100])
             for k in rng.choice(100, int(rng.integers(0, 4)), replace=False):

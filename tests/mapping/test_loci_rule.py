@@ -10,28 +10,9 @@ import numpy as np
 
 from mapper.alphabet import COMPLEMENT, ENCODE
 from oracle import read_sam, ref_span
+from repeats import tandem_genome
 
 E = 5
-MOTIFS = ["A", "CA", "TTC", "AAAT", "AAAAT", "TTTCCA"]
-
-
-def tandem_genome(rng):
-    """Two contigs: random flanks around imperfect tandem repeats of periods 1-6, some of them with
-    substitutions every few periods (so ends of different distances sit a few bases apart)."""
-    contigs = {}
-    for name, motifs in (("rep1", MOTIFS[:3]), ("rep2", MOTIFS[3:])):
-        parts = []
-        for motif in motifs:
-            parts.append("".join(rng.choice(list("ACGT"), 300)))
-            repeat = list(motif * (400 // len(motif)))
-            for k in rng.choice(len(repeat), 6, replace=False):
-                repeat[k] = "ACGT"[(("ACGT".index(repeat[k])) + 1) % 4]
-            parts.append("".join(repeat))
-        parts.append("".join(rng.choice(list("ACGT"), 300)))
-        contigs[name] = "".join(parts)
-    return contigs
-
-
 def reads_from(contigs, rng, n=36, length=60):
     """Reads from inside the repeats (and across their edges), with 0-3 substitutions, half reversed."""
     out = []
