@@ -123,10 +123,11 @@ def _source_text(source):
 
 @functools.lru_cache(maxsize=None)
 def _generator():
-    """This module's text: the C++ a kernel is compiled from is its source (which cached_build hashes) put
-    through SHIM and with_grid_entries, so the cache key holds these instead of the generated text, which
-    is then made only on a cache miss (generating it took ~6 ms a run)."""
-    return Path(__file__).read_text()
+    """This module's text and the kernel parser's: the C++ a kernel is compiled from is its source (which
+    cached_build hashes) put through SHIM and with_grid_entries (which finds kernels with signatures.py), so
+    the cache key holds these instead of the generated text, which is then made only on a cache miss
+    (generating it took ~6 ms a run)."""
+    return Path(__file__).read_text() + Path(signatures.__file__).read_text()
 
 
 @functools.lru_cache(maxsize=None)
