@@ -266,20 +266,24 @@ extern "C" __global__ void seed_place(
     const int live = thread < n_hits;
     const long long h = live ? thread : n_hits - 1;
     /* the hit's k-mer: the last whose first slot is <= h (a k-mer without hits shares its slot with the
-     * next, so the last is the one holding h); lane 0 searches for the warp's first hit, and each lane
-     * steps on from there over the few k-mers the warp's 32 slots span */
-    long long g = 0;
-    if (lane == 0) {
-        long long hi = n_kmers;
-        while (hi - g > 1) {
-            const long long mid = (g + hi) >> 1;
-            if (kmer_slot(kmer_row, kmer_hit, slot, row_begin, k_begin, mid) <= h)
-                g = mid;
-            else
-                hi = mid;
-        }
+     * next, so the last is the one holding h). The warp finds the k-mer of its first hit (h0) by a search
+     * of LANES + 1 ways: each round every lane probes one of LANES evenly spaced k-mers of the range left,
+     * and a ballot keeps the part from the last probe at or below h0 to the first above it, so two or three
+     * rounds of dependent loads cover a launch's thousands of k-mers, where a binary search by one lane
+     * took a dozen (one lane, on the host: a binary search). Each lane then steps on over the few k-mers
+     * the warp's slots span. */
+    const long long h0 = thread - lane;
+    const unsigned int all_lanes = LANES == 32 ? 0xffffffffu : (1u << LANES) - 1u;
+    long long g = 0, g_end = n_kmers; /* kmer_slot(g) <= h0 < kmer_slot(g_end); g_end = n_kmers: the end */
+    while (g_end - g > 1) {
+        const long long probe = g + (g_end - g) * (lane + 1) / (LANES + 1); /* in [g, g_end), rising by lane */
+        const unsigned int at_or_below =
+            lanes_ballot(kmer_slot(kmer_row, kmer_hit, slot, row_begin, k_begin, probe) <= h0);
+        const int yes = last_lane(at_or_below), no = first_lane(~at_or_below & all_lanes);
+        const long long g_yes = lanes_shfl(probe, yes < 0 ? 0 : yes), g_no = lanes_shfl(probe, no < 0 ? 0 : no);
+        g = yes < 0 ? g : g_yes;
+        g_end = no < 0 ? g_end : g_no;
     }
-    g = lanes_shfl(g, 0);
     while (g + 1 < n_kmers && kmer_slot(kmer_row, kmer_hit, slot, row_begin, k_begin, g + 1) <= h)
         ++g;
     const long long kk = k_begin + g;
