@@ -105,20 +105,27 @@ def window_covers(genome, codes, read_start, read_len, e, win_start, win_len, sk
     return window, end, edits, first
 
 
-def compiled_covers(genome, codes, read_start, read_len, e, win_start, win_len, skip=None):
+def compiled_covers(genome, codes, read_start, read_len, e, win_start, win_len, skip=None, wide=None):
     """`window_covers` by kernels/myers.cu compiled for the host, on one thread, where a compiler is there
     (render processes refine many small stretches, where numpy's cost per column would dominate): windows of
     a band's size by verify_windows, wider ones and covers of more than MAX_ENDS ends (tandem repeats) by
-    verify_wide (`wide_covers`); numpy where there is no compiler."""
+    verify_wide (`wide_covers`); numpy where there is no compiler. `wide` (bool [n]) marks windows whose
+    cover is expected to exceed MAX_ENDS: they go to verify_wide at once, instead of after a verify_windows
+    pass that would find out (the answer is the same either way)."""
     from mapper.device import host  # a device layer: imported only for this
     n = len(read_start)
     if not n or not host.available():
         return window_covers(genome, codes, read_start, read_len, e, win_start, win_len, skip)
-    out = [np.empty(n, np.int32), np.empty(n, np.int32)] + [np.empty((MAX_ENDS, n), np.int32) for _ in range(3)]
-    host.launch(host.function("myers.cu", "verify_windows", **kernel_defines(read_len.max())), n,
-                np.ascontiguousarray(genome), codes, _i64(read_start), _i32(read_len), _i32(e), _i64(win_start),
-                _i32(win_len), n, _i32(skip) if skip is not None else 0, *out, workers=1)
-    found, over = kernel_mappings(np.arange(n), np.zeros(n, np.int64), _i64(win_start), *out)
+    narrow = np.arange(n) if wide is None else np.flatnonzero(~wide)
+    pick = (lambda a: a) if wide is None else (lambda a: a[narrow])
+    m = len(narrow)
+    out = [np.empty(m, np.int32), np.empty(m, np.int32)] + [np.empty((MAX_ENDS, m), np.int32) for _ in range(3)]
+    host.launch(host.function("myers.cu", "verify_windows", **kernel_defines(read_len.max())), m,
+                np.ascontiguousarray(genome), codes, _i64(pick(read_start)), _i32(pick(read_len)), _i32(pick(e)),
+                _i64(pick(win_start)), _i32(pick(win_len)), m, _i32(pick(skip)) if skip is not None else 0, *out,
+                workers=1)
+    found, over = kernel_mappings(narrow, np.zeros(m, np.int64), _i64(pick(win_start)), *out)
+    over = narrow[over] if wide is None else np.sort(np.r_[narrow[over], np.flatnonzero(wide)])
     parts = [(found.row, found.end - 1, found.edits, found.start)]
     if len(over):
         redo = wide_covers(host, np.ascontiguousarray(genome), codes, read_start[over], read_len[over], e[over],
@@ -277,8 +284,11 @@ def _refine(rows, maps, group, reference):
     zone = np.maximum(maps.end[first] - 1 - e, lo_contig)
     text = np.maximum(zone - length - e + 1, lo_contig)
     width = np.minimum(maps.end[last] + e, hi_contig) - text
+    # a group of more picks than a verify_windows cover keeps is most likely a tandem run whose cover has
+    # more ends too: verify_wide takes it at once
+    picks = last - first + 1
     window, end, edits, start = compiled_covers(reference.codes, rows.codes, rows.start[row], length, e, text, width,
-                                                zone - text)
+                                                zone - text, wide=picks > MAX_ENDS)
     return Mappings(row[window], contig[window], start, end + 1, edits)
 
 
