@@ -33,17 +33,22 @@ def test_gpu_kernel_equals_host(batch):
     print(f"myers kernel == host verifier on {batch} windows ({sum(d >= 0 for d, _ in answers)} within e)")
 
 
-def test_compiled_covers_with_skipped_columns_equal_numpy():
+@pytest.mark.parametrize("routed", [False, True], ids=["found-out", "routed"])
+def test_compiled_covers_with_skipped_columns_equal_numpy(routed):
     """Locus refinement's path (verify.compiled_covers: the kernel on the host, leading columns that are not
-    ends) against the numpy twin, on windows straddling e and with skips of 0 to 40 columns."""
+    ends) against the numpy twin, on windows straddling e and with skips of 0 to 40 columns; routed: a
+    third of the windows marked `wide` (sent to verify_wide at once), the same covers."""
     import numpy as np
     from mapper.verify import compiled_covers, window_covers
     reads, genome, read_start, read_len, max_e, win_start, win_len = make_windows(3000, seed=5)
-    skip = np.random.default_rng(5).integers(0, 41, len(read_start))
-    skip = np.minimum(skip, win_len)
-    got = compiled_covers(genome, reads, read_start, read_len, max_e, win_start, win_len, skip)
+    rng = np.random.default_rng(5)
+    skip = np.minimum(rng.integers(0, 41, len(read_start)), win_len)
+    wide = rng.random(len(read_start)) < 1 / 3 if routed else None
+    got = compiled_covers(genome, reads, read_start, read_len, max_e, win_start, win_len, skip, wide=wide)
     want = window_covers(genome, reads, read_start, read_len, max_e, win_start, win_len, skip)
     assert len(want[0]) > 1000 and all(np.array_equal(a, b) for a, b in zip(got, want))
+    if routed:  # the routed windows' covers are there (the same windows hold ends either way)
+        assert np.isin(np.flatnonzero(wide), got[0]).sum() > 300
 
 
 def tandem_windows(n, seed):
