@@ -273,10 +273,11 @@ extern "C" __global__ void seed_place(
      * took a dozen (one lane, on the host: a binary search). Each lane then steps on over the few k-mers
      * the warp's slots span. */
     const long long h0 = thread - lane;
-    const unsigned int all_lanes = LANES == 32 ? 0xffffffffu : (1u << LANES) - 1u;
+    const unsigned int all_lanes = 0xffffffffu >> (32 - LANES);
     long long g = 0, g_end = n_kmers; /* kmer_slot(g) <= h0 < kmer_slot(g_end); g_end = n_kmers: the end */
     while (g_end - g > 1) {
-        const long long probe = g + (g_end - g) * (lane + 1) / (LANES + 1); /* in [g, g_end), rising by lane */
+        /* in [g, g_end), non-decreasing by lane */
+        const long long probe = g + (g_end - g) * (lane + 1) / (LANES + 1);
         const unsigned int at_or_below =
             lanes_ballot(kmer_slot(kmer_row, kmer_hit, slot, row_begin, k_begin, probe) <= h0);
         const int yes = last_lane(at_or_below), no = first_lane(~at_or_below & all_lanes);

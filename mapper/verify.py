@@ -116,6 +116,7 @@ def compiled_covers(genome, codes, read_start, read_len, e, win_start, win_len, 
     n = len(read_start)
     if not n or not host.available():
         return window_covers(genome, codes, read_start, read_len, e, win_start, win_len, skip)
+    wide = None if wide is None else np.asarray(wide, dtype=bool)
     narrow = np.arange(n) if wide is None else np.flatnonzero(~wide)
     pick = (lambda a: a) if wide is None else (lambda a: a[narrow])
     m = len(narrow)
