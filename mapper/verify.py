@@ -133,7 +133,7 @@ def compiled_covers(genome, codes, read_start, read_len, e, win_start, win_len, 
                            win_start[over], win_len[over], None if skip is None else skip[over], workers=1)
         parts.append((over[redo[0]],) + redo[1:])
     window, end, edits, first = (np.concatenate(c) for c in zip(*parts))
-    order = np.lexsort((end, window))
+    order = _sort_order(window, end)  # packed keys: lexsort took ~20x as long on a render job's millions
     return window[order], end[order], edits[order], first[order]
 
 
