@@ -30,18 +30,6 @@ def kernel_defines(longest):
     return dict(MAX_WORDS=words, MAX_ENDS=MAX_ENDS, MAX_WIN=64 * words + 3 * MAX_E + 1)
 
 
-def kernel_mappings(row, contig, win_start, best, n_ends, ends, starts, edits):
-    """Mappings of the kernel's per-window answers (ends, starts, edits: planes [MAX_ENDS, n], window-
-    relative), and the indices of the windows whose cover overflowed MAX_ENDS (for the host to redo)."""
-    over = n_ends > MAX_ENDS
-    done = np.flatnonzero((best >= 0) & ~over)
-    owner, k = ragged_arange(n_ends[done])
-    w = done[owner]
-    base = win_start[w]
-    return (Mappings(row[w], contig[w], base + starts[k, w], base + ends[k, w] + 1, edits[k, w].astype(np.int64)),
-            np.flatnonzero(over))
-
-
 @dataclass
 class Mappings:
     row: np.ndarray
@@ -105,35 +93,18 @@ def window_covers(genome, codes, read_start, read_len, e, win_start, win_len, sk
     return window, end, edits, first
 
 
-def compiled_covers(genome, codes, read_start, read_len, e, win_start, win_len, skip=None, wide=None):
-    """`window_covers` by kernels/myers.cu compiled for the host, on one thread, where a compiler is there
-    (render processes refine many small stretches, where numpy's cost per column would dominate): windows of
-    a band's size by verify_windows, wider ones and covers of more than MAX_ENDS ends (tandem repeats) by
-    verify_wide (`wide_covers`); numpy where there is no compiler. `wide` (bool [n]) marks windows whose
-    cover is expected to exceed MAX_ENDS: they go to verify_wide at once, instead of after a verify_windows
-    pass that would find out (the answer is the same either way)."""
+def compiled_covers(genome, codes, read_start, read_len, e, win_start, win_len, skip=None):
+    """`window_covers` by kernels/myers.cu verify_wide compiled for the host, on one thread, where a compiler
+    is there (render processes refine many small stretches, where numpy's cost per column would dominate);
+    numpy where there is none. verify_wide, not verify_windows: the stretches locus selection refines are
+    mostly tandem runs, whose ends see the same text and share their starts there (myers.cu
+    leftmost_starts), and a stretch of more ends than verify_windows keeps would be verified twice."""
     from mapper.device import host  # a device layer: imported only for this
-    n = len(read_start)
-    if not n or not host.available():
+    if not len(read_start) or not host.available():
         return window_covers(genome, codes, read_start, read_len, e, win_start, win_len, skip)
-    wide = None if wide is None else np.asarray(wide, dtype=bool)
-    narrow = np.arange(n) if wide is None else np.flatnonzero(~wide)
-    pick = (lambda a: a) if wide is None else (lambda a: a[narrow])
-    m = len(narrow)
-    out = [np.empty(m, np.int32), np.empty(m, np.int32)] + [np.empty((MAX_ENDS, m), np.int32) for _ in range(3)]
-    host.launch(host.function("myers.cu", "verify_windows", **kernel_defines(read_len.max())), m,
-                np.ascontiguousarray(genome), codes, _i64(pick(read_start)), _i32(pick(read_len)), _i32(pick(e)),
-                _i64(pick(win_start)), _i32(pick(win_len)), m, _i32(pick(skip)) if skip is not None else 0, *out,
-                workers=1)
-    found, over = kernel_mappings(narrow, np.zeros(m, np.int64), _i64(pick(win_start)), *out)
-    over = narrow[over] if wide is None else np.sort(np.r_[narrow[over], np.flatnonzero(wide)])
-    parts = [(found.row, found.end - 1, found.edits, found.start)]
-    if len(over):
-        redo = wide_covers(host, np.ascontiguousarray(genome), codes, read_start[over], read_len[over], e[over],
-                           win_start[over], win_len[over], None if skip is None else skip[over], workers=1)
-        parts.append((over[redo[0]],) + redo[1:])
-    window, end, edits, first = (np.concatenate(c) for c in zip(*parts))
-    order = _sort_order(window, end)  # packed keys: lexsort took ~20x as long on a render job's millions
+    window, end, edits, first = wide_covers(host, np.ascontiguousarray(genome), codes, read_start, read_len, e,
+                                            win_start, win_len, skip, workers=1)
+    order = _sort_order(window, end)  # packed keys: np.lexsort took ~20x as long on a render job's millions
     return window[order], end[order], edits[order], first[order]
 
 
@@ -285,11 +256,8 @@ def _refine(rows, maps, group, reference):
     zone = np.maximum(maps.end[first] - 1 - e, lo_contig)
     text = np.maximum(zone - length - e + 1, lo_contig)
     width = np.minimum(maps.end[last] + e, hi_contig) - text
-    # a group of more picks than a verify_windows cover keeps is most likely a tandem run whose cover has
-    # more ends too: verify_wide takes it at once
-    picks = last - first + 1
     window, end, edits, start = compiled_covers(reference.codes, rows.codes, rows.start[row], length, e, text, width,
-                                                zone - text, wide=picks > MAX_ENDS)
+                                                zone - text)
     return Mappings(row[window], contig[window], start, end + 1, edits)
 
 

@@ -33,55 +33,32 @@ def test_gpu_kernel_equals_host(batch):
     print(f"myers kernel == host verifier on {batch} windows ({sum(d >= 0 for d, _ in answers)} within e)")
 
 
-def test_compiled_covers_with_skipped_columns_equal_numpy():
-    """Locus refinement's path (verify.compiled_covers: the kernel on the host, leading columns that are not
-    ends) against the numpy twin, on windows straddling e and with skips of 0 to 40 columns."""
-    import numpy as np
-    from mapper.device import host
-    from mapper.verify import compiled_covers, window_covers
-    if not host.available():
-        pytest.skip("no C++ compiler: compiled_covers is the numpy twin itself")
-    reads, genome, read_start, read_len, max_e, win_start, win_len = make_windows(3000, seed=5)
-    skip = np.minimum(np.random.default_rng(5).integers(0, 41, len(read_start)), win_len)
-    got = compiled_covers(genome, reads, read_start, read_len, max_e, win_start, win_len, skip)
-    want = window_covers(genome, reads, read_start, read_len, max_e, win_start, win_len, skip)
-    assert len(want[0]) > 1000 and all(np.array_equal(a, b) for a, b in zip(got, want))
-
-
-def test_compiled_covers_routed_to_verify_wide_equal_numpy(monkeypatch):
-    """compiled_covers with `wide` (locus refinement's groups of many picks): band windows and tandem-repeat
-    windows mixed, some of each marked wide. verify_wide gets exactly the marked windows and those whose
-    cover verify_windows found too big (band windows of more than MAX_ENDS ends or wider than it takes),
-    and the covers equal numpy's."""
+def test_compiled_covers_equal_numpy(monkeypatch):
+    """Locus refinement's path (verify.compiled_covers: verify_wide on the host, leading columns that are not
+    ends) against the numpy twin, on band windows straddling e and tandem-repeat windows mixed, with skips
+    of 0 to 40 columns: every window goes to verify_wide once, and the covers equal numpy's."""
     import numpy as np
     from mapper import verify
     from mapper.device import host
     if not host.available():
         pytest.skip("no C++ compiler: compiled_covers is the numpy twin itself")
-    band = make_windows(400, seed=7)
-    tandem = tandem_windows(60, seed=7)
+    band, tandem = make_windows(3000, seed=5), tandem_windows(60, seed=7)
     reads = np.concatenate([band[0], tandem[0]])
     genome = np.concatenate([band[1], tandem[1]])
     read_start = np.r_[band[2], tandem[2] + len(band[0])]
     win_start = np.r_[band[5], tandem[5] + len(band[1])]
     read_len, max_e, win_len = (np.r_[band[i], tandem[i]] for i in (3, 4, 6))
-    n = len(read_start)
-    wide = np.random.default_rng(7).random(n) < 0.3
+    skip = np.minimum(np.random.default_rng(5).integers(0, 41, len(read_start)), win_len)
     sent = []
     wide_covers = verify.wide_covers
     monkeypatch.setattr(verify, "wide_covers", lambda layer, genome, codes, read_start, *rest, **kw:
-                        sent.append(np.asarray(read_start)) or wide_covers(layer, genome, codes, read_start, *rest,
-                                                                          **kw))
-    got = verify.compiled_covers(genome, reads, read_start, read_len, max_e, win_start, win_len, wide=wide)
-    want = verify.window_covers(genome, reads, read_start, read_len, max_e, win_start, win_len)
-    assert all(np.array_equal(a, b) for a, b in zip(got, want))
-    window, count = np.unique(want[0], return_counts=True)
-    too_big = np.zeros(n, dtype=bool)
-    too_big[window[count > verify.MAX_ENDS]] = True
-    too_big |= win_len > verify.kernel_defines(read_len.max())["MAX_WIN"]
-    expect = wide | too_big
-    assert (~wide & too_big).sum() > 10 and (wide & ~too_big).sum() > 10  # both kinds met
-    assert len(sent) == 1 and np.array_equal(np.sort(sent[0]), np.sort(read_start[expect]))
+                        sent.append(len(read_start)) or wide_covers(layer, genome, codes, read_start, *rest, **kw))
+    got = verify.compiled_covers(genome, reads, read_start, read_len, max_e, win_start, win_len, skip)
+    want = verify.window_covers(genome, reads, read_start, read_len, max_e, win_start, win_len, skip)
+    assert sent == [len(read_start)]
+    assert len(want[0]) > 1000 and all(np.array_equal(a, b) for a, b in zip(got, want))
+    ends = np.bincount(want[0], minlength=len(read_start))
+    assert (ends > verify.MAX_ENDS).sum() > 10 and ((ends > 0) & (ends <= verify.MAX_ENDS)).sum() > 1000
 
 
 def tandem_windows(n, seed):
