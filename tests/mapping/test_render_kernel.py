@@ -117,3 +117,34 @@ def test_render_falls_back_to_numpy_without_a_compiler(monkeypatch):
     batch, rows, reference, read, strand, loci, nh, mapq, second = synthetic(np.random.default_rng(3), 60, 50, 3)
     maps = Mappings(loci.row, loci.contig, loci.start, loci.end, loci.edits)
     assert render_module.render(batch, rows, maps, reference, False, None, False).records > 0
+
+
+def test_gapped_records_along_a_tandem_run():
+    """One read with a deletion mapped at every period of a tandem run (a repeat read's records: consecutive
+    gapped records of one read against spans of the same letters) and across impurities of the run, where a
+    span of the same length holds other letters: byte for byte numpy's, on 1 and 2 threads."""
+    rng = np.random.default_rng(11)
+    motif = np.array([0, 1, 2, 1, 3], dtype=np.uint8)
+    run = np.resize(motif, 2000)
+    run[[403, 404, 1211, 1650]] = [3, 3, 0, 2]  # impurities
+    genome = np.r_[rng.integers(0, 4, 300), run, rng.integers(0, 4, 300)].astype(np.uint8)
+    reference = Reference(["tandem"], np.array([0]), np.array([len(genome)]), genome)
+    L, W, K = 80, 81, 3
+    codes = np.delete(run[:W], 40)  # the run's letters less one: a deletion against any span of the run
+    seq = READ_ASCII[codes]
+    batch = ReadBatch(["tandem/1"], seq, rng.integers(33, 75, L).astype(np.uint8), np.array([0, L], dtype=np.int64))
+    rows = strand_rows(ENCODE[seq], batch.starts, np.full(1, K, dtype=np.int64))
+    starts = 300 + np.arange(0, len(run) - W, len(motif))
+    edits = np.array([edlib.align(READ_ASCII[codes].tobytes(), REF_ASCII[genome[s:s + W]].tobytes(),
+                                  mode="NW")["editDistance"] for s in starts])
+    starts, edits = starts[edits <= K], edits[edits <= K]
+    m = len(starts)
+    loci = Mappings(np.zeros(m, dtype=np.int64), np.zeros(m, dtype=np.int64), starts, starts + W, edits)
+    read, strand = np.zeros(m, dtype=np.int64), np.zeros(m, dtype=np.int64)
+    nh, mapq, second = np.array([m]), np.array([0]), np.array([int(np.sort(edits)[1])])
+    cigars, mds, nms = describe(rows, loci, reference)
+    assert m > 300 and len(set(mds)) > 1 and all(c != f"{L}M" for c in cigars)
+    want = batch_records(batch, reference, read, strand, loci, cigars, mds, nms, nh, mapq, second)
+    for threads in (1, 2):
+        got = sam_kernel.records_text(batch, rows, reference, read, strand, loci, nh, mapq, second, None, threads)
+        assert str(got, "utf-8") == want
