@@ -122,8 +122,8 @@ def find_mappings(batch, index, backend, filter_mode, fixed_e, reads_path, count
 # once the last was verified. The mappings' bound was 2^24 while the device returned an end once for each
 # overlapping window that took it (twice the loci for ordinary reads at genome scale); since found_mappings
 # keeps one, 2^23 cuts a batch about where 2^24 cut it before. (Kept at 2^24, the 1,000 repeat reads' 25 M
-# loci would go out in two pieces, the first two thirds of them, and that run took 1 s longer; with 2^23
-# they took 10.30 s against 10.64 s on one H200, docs/benchmarks.md.)
+# loci would go out in two pieces, the first two thirds of them, and that run took 1 s longer; the tree
+# with 2^23 took them in 10.30 s against the tree before's 10.64 s on one H200, docs/benchmarks.md.)
 PIECE_READS = 25_000
 PIECE_MAPPINGS = 1 << 23
 
