@@ -1,6 +1,8 @@
 """scripts/seed_choices.py: its optimal choice of e + 1 disjoint ws-mers against brute force, and the script
-on a real genome (the three choices ordered: optimal <= shifted <= fixed)."""
+on a real genome (the three choices ordered: optimal <= shifted <= fixed), its longer tiles' counts against a
+scan of the genome."""
 import itertools
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -8,6 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from conftest import READS, SHIGELLA
+from mapper.index import open_index
 
 SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
 sys.path.insert(0, str(SCRIPTS))
@@ -36,7 +39,20 @@ def test_optimal_choice_equals_brute_force():
 def test_script_on_shigella(index_dir):
     out = subprocess.run([sys.executable, str(SCRIPTS / "seed_choices.py"), str(SHIGELLA),
                           str(READS / "shigella_dysenteriae_ERR6005894_R1.fastq.gz"), "--index",
-                          str(index_dir(SHIGELLA)), "-e", "6", "--reads", "200"],
+                          str(index_dir(SHIGELLA)), "-e", "6", "--reads", "200", "--longer", "14"],
                          capture_output=True, text=True, check=True).stdout
     hits = {line.split()[0]: float(line.split()[1].replace(",", "")) for line in out.splitlines()[1:]}
-    assert set(hits) == {"fixed", "shifted", "optimal"} and 0 < hits["optimal"] <= hits["shifted"] <= hits["fixed"]
+    assert set(hits) == {"fixed", "shifted", "optimal", "fixed14"}
+    assert 0 < hits["optimal"] <= hits["shifted"] <= hits["fixed"]
+    assert hits["fixed14"] > 0
+
+
+def test_longer_tiles_counted_as_a_scan_of_the_genome_counts_them(index_dir):
+    """Each 14-mer tile's count (its 12-mer's bucket narrowed by two bases) equals the genome's occurrences."""
+    index = open_index(SHIGELLA, None, index_dir(SHIGELLA))
+    genome = np.asarray(index.reference.codes).tobytes()
+    codes = np.frombuffer(genome[1_000_000:1_000_100], dtype=np.uint8)
+    for s in (12, 14, 16):
+        tiles = [codes[at:at + s].tobytes() for at in range(0, len(codes) - s + 1, s)]
+        expected = [len(re.findall(b"(?=" + re.escape(tile) + b")", genome)) for tile in tiles]
+        assert seed_choices.longer_sizes(index, codes, s).tolist() == expected
