@@ -305,7 +305,9 @@ extern "C" __global__ void align_gapped(const uint8_t *codes, const long long *r
  * record, else 0; POS 1-based in the contig; SEQ reverse-complemented and QUAL reversed on the reverse strand,
  * '*' for an empty read (QUAL '*' for FASTA); AS is -NM, XS minus the second-best distance when there is one;
  * HI counts the read's records from 1. An unmapped read: FLAG 4, RNAME '*', POS and MAPQ 0, CIGAR '*', SEQ and
- * QUAL forward, no tags but RG. `tail` is "\tRG:Z:ID" with -R, else empty. An ungapped record's CIGAR is
+ * QUAL forward, no tags but RG. `tail` is "\tRG:Z:ID" with -R, else empty. With `secondary_seq` 0
+ * (--no-secondary-seq) a secondary record's SEQ and QUAL are '*', as bwa mem and minimap2 write them: a
+ * read's first record carries its bases and qualities. An ungapped record's CIGAR is
  * "<L>M" and its MD lists the matches before each mismatch and the mismatch's reference letter, then the
  * matches after the last. */
 #define LINE_PARAMS const uint8_t *names, const long long *name_start, const uint8_t *seq, const uint8_t *qual, \
@@ -316,10 +318,10 @@ extern "C" __global__ void align_gapped(const uint8_t *codes, const long long *r
     const long long *gap_of, const uint8_t *texts, const long long *text_at, const long long *cig_len, \
     const long long *md_len, const long long *gap_nm, const long long *contig_start, \
     const uint8_t *contig_names, const long long *contig_name_start, const uint8_t *tables, \
-    const uint8_t *tail, long long tail_len, long long lines
+    const uint8_t *tail, long long tail_len, long long secondary_seq, long long lines
 #define LINE_ARGS names, name_start, seq, qual, read_start, nh, mapq, second, line_first, rec_first, line_read, \
     rec_strand, rec_contig, rec_start, rec_edits, md_text, md_at, md_size, gap_of, texts, text_at, cig_len, md_len, \
-    gap_nm, contig_start, contig_names, contig_name_start, tables, tail, tail_len, lines
+    gap_nm, contig_start, contig_names, contig_name_start, tables, tail, tail_len, secondary_seq, lines
 
 /* SEQ or QUAL: bytes [a, a + L) of `src`, or on the reverse strand the same bytes reversed (and mapped by
  * `complement` when given); '*' for an empty read or no bytes (FASTA's QUAL). */
@@ -356,12 +358,13 @@ template <bool WRITE> __device__ __forceinline__ void render_line(long long j, O
 {
     const long long r = line_read[j], a = read_start[r], L = read_start[r + 1] - a;
     put_bytes(o, names + name_start[r], name_start[r + 1] - 1 - name_start[r]);
-    long long strand = 0, k = -1;
+    long long strand = 0, k = -1, bare = 0;
     if (nh[r] == 0) {
         put_str(o, "\t4\t*\t0\t0\t*");
     } else {
         const long long hi = j - line_first[r];
         k = rec_first[r] + hi;
+        bare = hi && !secondary_seq;
         strand = rec_strand[k];
         const long long contig = rec_contig[k];
         put(o, '\t');
@@ -382,9 +385,13 @@ template <bool WRITE> __device__ __forceinline__ void render_line(long long j, O
         }
     }
     put_str(o, "\t*\t0\t0\t");
-    put_read_field(o, seq, a, L, strand, tables + T_COMPLEMENT);
-    put(o, '\t');
-    put_read_field(o, qual, a, L, strand, (const uint8_t *)0);
+    if (bare) {
+        put_str(o, "*\t*");
+    } else {
+        put_read_field(o, seq, a, L, strand, tables + T_COMPLEMENT);
+        put(o, '\t');
+        put_read_field(o, qual, a, L, strand, (const uint8_t *)0);
+    }
     if (k >= 0) {
         const long long t = gap_of[k];
         const long long nm = t >= 0 ? gap_nm[t] : rec_edits[k];

@@ -105,7 +105,7 @@ class _Job:
         compression level) they hand over their records as BAM in BGZF blocks (sinks.Format.blocks_level)."""
         opts = self.opts
         return HostWorkers(workers, batch_size or opts.batch_size, self.index.reference, opts.best,
-                           opts.max_records, bool(opts.unmapped), opts.read_group_id, bgzf)
+                           opts.max_records, bool(opts.unmapped), opts.read_group_id, opts.secondary_seq, bgzf)
 
     def renderer(self, tally, workers, pool=None, bgzf=None):
         """The renderer a runner drives (submit / ready, below), over `workers` render processes of its own
@@ -158,7 +158,7 @@ class SingleEndJob(_Job):
         processes, the API)."""
         opts = self.opts
         done = render(mapped.batch, mapped.rows, Mappings.concat(mapped.maps), self.index.reference, opts.best,
-                      opts.max_records, bool(opts.unmapped), opts.read_group_id)
+                      opts.max_records, bool(opts.unmapped), opts.read_group_id, opts.secondary_seq)
         count_batch(tally, done)
         return {"sam": done.sam, "unmapped": done.unmapped, "candidates": mapped.candidates}
 

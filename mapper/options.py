@@ -53,6 +53,7 @@ class MapOptions:
     step: int = 1               # --step: read offset between two patterns (delta)
     lookup: str = "phf"         # --lookup: phf, binary or list
     read_group: str = None      # -R: the @RG line as given ('\t' escapes, bwa's -R)
+    secondary_seq: bool = True  # False (--no-secondary-seq): SEQ and QUAL '*' on secondary records
     comments: tuple = ()        # --comment: @CO texts
     output_format: str = None   # --output-fmt: "sam" or "bam" (None: BAM when -o ends in .bam, else SAM)
     sort: bool = False          # --sort: coordinate-sorted BAM

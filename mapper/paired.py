@@ -241,10 +241,12 @@ class PairSettings:
     max_oea: int
     max_dis: int
     read_group: str = None        # -R's ID: RG:Z on every record
+    secondary_seq: bool = True    # False: SEQ and QUAL '*' on secondary records (--no-secondary-seq)
 
     @classmethod
     def of(cls, opts, lo, hi):
-        return cls(PAIRED[opts.paired], lo, hi, opts.max_records, opts.max_oea, opts.max_dis, opts.read_group_id)
+        return cls(PAIRED[opts.paired], lo, hi, opts.max_records, opts.max_oea, opts.max_dis, opts.read_group_id,
+                   opts.secondary_seq)
 
 
 def _pair_mapq(ties):
@@ -321,10 +323,12 @@ def pair_batch(mapped, reference, settings, counters, pairs):
                      for k, (m, d) in enumerate(((m1, da), (m2, db)))]
     with counters.timed("output"):
         group = settings.read_group
-        lines = [mate_lines(mates, k, rows, described[k], qnames, reference, read_group=group) for k in (0, 1)]
+        lines = [mate_lines(mates, k, rows, described[k], qnames, reference, read_group=group,
+                            secondary_seq=settings.secondary_seq) for k in (0, 1)]
         sam = "".join(f"{x}\n{y}\n" for x, y in zip(*lines))
         oea_lines = [line for k in (0, 1) for line in mate_lines(mates, k, oea[k], described[k], qnames, reference,
-                                                                 mate_tags=True, read_group=group)]
+                                                                 mate_tags=True, read_group=group,
+                                                                 secondary_seq=settings.secondary_seq)]
         in_order = np.argsort(np.concatenate([oea[0].pair, oea[1].pair]), kind="stable").tolist()
         oea_text = "".join(oea_lines[i] + "\n" for i in in_order)
         probabilities = [mapping_probabilities(m, idx, d) for m, idx, d in zip(mates, (da, db), described)]

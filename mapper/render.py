@@ -91,9 +91,10 @@ class Rendered:
     output_s: float     # seconds spent on the records (with the compiled renderer CIGAR/MD too)
 
 
-def render(batch, rows, maps, reference, best, max_records, want_unmapped, read_group=None, threads=1,
-           compiled=None, raw=False):
-    """SAM text of `batch` from its verified mappings (`rows`: its StrandRows); `read_group`: -R's ID.
+def render(batch, rows, maps, reference, best, max_records, want_unmapped, read_group=None, secondary_seq=True,
+           threads=1, compiled=None, raw=False):
+    """SAM text of `batch` from its verified mappings (`rows`: its StrandRows); `read_group`: -R's ID;
+    `secondary_seq` False: SEQ and QUAL '*' on secondary records (--no-secondary-seq).
 
     The records (CIGAR, MD and text) are written by kernels/render.cu on `threads` threads (sam_kernel.py)
     where a C++ compiler is present, else by the numpy renderer (align.describe, sam.batch_records), which
@@ -110,14 +111,14 @@ def render(batch, rows, maps, reference, best, max_records, want_unmapped, read_
     if compiled:
         t1 = time.perf_counter()
         sam = sam_kernel.records_text(batch, rows, reference, read, strand, loci, found.nh, mapq, second,
-                                      read_group, threads)
+                                      read_group, threads, secondary_seq)
         if not raw:
             sam = str(sam, "utf-8")
     else:
         cigars, mds, nms = describe(rows, loci, reference)
         t1 = time.perf_counter()
         sam = batch_records(batch, reference, read, strand, loci, cigars, mds, nms, found.nh, mapq, second,
-                            read_group)
+                            read_group, secondary_seq)
     unmapped = unmapped_records(batch, np.flatnonzero(found.nh == 0)) if want_unmapped else ""
     return Rendered(sam, unmapped, found.nh, len(loci), t1 - t0, time.perf_counter() - t1)
 
@@ -438,11 +439,11 @@ class HostWorkers:
     (`spawn`, then `adopt`)."""
 
     def __init__(self, workers, batch_size, reference, best, max_records, want_unmapped, read_group=None,
-                 bgzf=None):
+                 secondary_seq=True, bgzf=None):
         self.workers = max(1, min(int(workers), MAX_WORKERS))
         self.batch_size = batch_size
         self.reference = reference
-        self.options = (best, max_records, want_unmapped, read_group)
+        self.options = (best, max_records, want_unmapped, read_group, secondary_seq)  # render()'s
         self.bgzf = bgzf  # a BAM output's compression level: the processes encode and compress its records
         self._pool = None
         self._tmp = None

@@ -7,7 +7,8 @@ one unmapped record (FLAG 4). MAPQ (README, "MAPQ and tags"): 0 when two or more
 fewest edits, else 20 per edit between the best locus and the second-best (e + 1 when no other locus lies
 within e), at most 60, as bwa's scale; secondaries 0. Tags: NM, MD, AS (-edits), XS (-edits of the
 second-best locus, bwa's meaning on AS's scale), NH (loci found), HI (1-based index of the record among
-the read's) and RG with -R. The reverse strand's SEQ is reverse-complemented and its QUAL reversed.
+the read's) and RG with -R. The reverse strand's SEQ is reverse-complemented and its QUAL reversed; with
+--no-secondary-seq a secondary record's SEQ and QUAL are '*' (bwa mem's and minimap2's default).
 """
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
@@ -17,6 +18,7 @@ from mapper.align import SEPARATOR, spell
 from mapper.alphabet import COMPLEMENT_ASCII
 
 FLAG_UNMAPPED, FLAG_REVERSE, FLAG_SECONDARY = 4, 16, 256
+BARE_SEQ_QUAL = "\t*\t0\t0\t*\t*"  # RNEXT PNEXT TLEN SEQ QUAL of a secondary record without its bases
 MAPQ_MAX = 60        # bwa's ceiling
 MAPQ_PER_EDIT = 20   # Phred per edit of gap to the second-best locus (~1% divergence a base: 100x per edit)
 
@@ -69,10 +71,12 @@ def _texts(buffer, starts, reads, reverse):
     return [flipped[total - b:total - a] or "*" for a, b in zip(starts[reads].tolist(), starts[reads + 1].tolist())]
 
 
-def batch_records(batch, reference, read, strand, loci, cigars, mds, nms, nh, mapq, second, read_group=None):
+def batch_records(batch, reference, read, strand, loci, cigars, mds, nms, nh, mapq, second, read_group=None,
+                  secondary_seq=True):
     """SAM lines of one batch. `read`/`strand` give each locus' read (batch index) and strand; `nh` [n]
     is the number of loci found per read (before any -n cap), `mapq` and `second` [n] the read's primary
-    MAPQ and second-best edit distance (`read_scores`), `read_group` the ID of -R (RG:Z on every record).
+    MAPQ and second-best edit distance (`read_scores`), `read_group` the ID of -R (RG:Z on every record);
+    without `secondary_seq` (--no-secondary-seq) the secondary records' SEQ and QUAL are '*'.
     Returns one string, records in input order.
 
     The numpy renderer: render() uses it only where no C++ compiler is present (kernels/render.cu writes
@@ -108,6 +112,8 @@ def batch_records(batch, reference, read, strand, loci, cigars, mds, nms, nh, ma
     pieces[mapped, 3] = _labels(np.where(is_secondary, 0, mapq[read]), "\t{}\t".format)
     pieces[mapped, 4] = cigars
     pieces[mapped, 5] = seq_qual[strand, read]
+    if not secondary_seq:
+        pieces[mapped[is_secondary], 5] = BARE_SEQ_QUAL
     pieces[mapped, 6] = _labels(nms, "\tNM:i:{}\tMD:Z:".format)
     pieces[mapped, 7] = mds
     pieces[mapped, 8] = _labels(nms, lambda v: f"\tAS:i:{-v}")

@@ -50,7 +50,8 @@ def _joined(names):
     return blob, np.r_[0, np.flatnonzero(blob == 10) + 1].astype(np.int64)
 
 
-def records_text(batch, rows, reference, read, strand, loci, nh, mapq, second, read_group=None, threads=1):
+def records_text(batch, rows, reference, read, strand, loci, nh, mapq, second, read_group=None, threads=1,
+                 secondary_seq=True):
     """What `sam.batch_records(batch, reference, ..., *align.describe(rows, loci, reference), ...)` returns
     for the same arguments (see there), computed by kernels/render.cu on `threads` OpenMP threads: the SAM
     lines of one batch in input order, as a uint8 array of their ASCII text (a render process writes it to a
@@ -89,7 +90,7 @@ def records_text(batch, rows, reference, read, strand, loci, nh, mapq, second, r
     line_args = (names, name_start, seq, qual, read_start, _i64(nh), _i64(mapq), _i64(second), line_first,
                  rec_first, line_read, _i64(strand), _i64(loci.contig), rec[3], rec[5], md_text, md_at,
                  md_size, gap_of, texts, text_at, cig_len, md_len, gap_nm, _i64(reference.starts), contig_names,
-                 contig_name_start, _TABLES, tail, len(tail), lines)
+                 contig_name_start, _TABLES, tail, len(tail), int(secondary_seq), lines)
     size = np.empty(lines, dtype=np.int64)
     launch("line_sizes", lines, *line_args, size)
     offset = np.zeros(lines, dtype=np.int64)

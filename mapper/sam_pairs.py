@@ -41,9 +41,11 @@ class Rows:
                     [x[index] for x in self.nh], [x[index] for x in self.mapq])
 
 
-def mate_lines(mates, which, rows, described, qnames, reference, mate_tags=False, read_group=None):
+def mate_lines(mates, which, rows, described, qnames, reference, mate_tags=False, read_group=None,
+               secondary_seq=True):
     """SAM lines of mate `which` (0: R1, 1: R2) of `mates` (paired.Mate) for `rows`. `described` holds the
-    CIGAR/MD/NM of this mate's loci; `mate_tags` adds the other mate's SEQ/QUAL as NS:Z/NQ:Z (OEA output).
+    CIGAR/MD/NM of this mate's loci; `mate_tags` adds the other mate's SEQ/QUAL as NS:Z/NQ:Z (OEA output);
+    without `secondary_seq` a secondary row's SEQ and QUAL are '*'.
     A mapped mate's tags: NM, MD, AS (-edits), XS (-edits of the mate's second-best locus, when it has
     one), NH, HI (the row's rank + 1); every record ends with RG:Z:`read_group` when there is one."""
     mate, other = mates[which], mates[1 - which]
@@ -89,10 +91,13 @@ def mate_lines(mates, which, rows, described, qnames, reference, mate_tags=False
         tags = [f"{t}\tRG:Z:{read_group}" for t in tags]
     names = reference.names + ["=", "*"]
     cigars = described.cigars
+    # each row's SEQ/QUAL: 0 forward, 1 reversed, 2 '*' (a secondary row without them)
+    shown = np.where((rows.rank > 0) & (not secondary_seq), 2, reverse.astype(np.int64))
+    seqs, quals = (seq_f, seq_r, ["*"] * len(pair)), (qual_f, qual_r, ["*"] * len(pair))
     return [
         f"{qnames[p]}\t{f}\t{names[r]}\t{x}\t{q}\t{cigars[k] if k >= 0 else '*'}\t{names[rn]}\t{pn}\t{t}\t"
-        f"{seq_r[i] if rv else seq_f[i]}\t{qual_r[i] if rv else qual_f[i]}{tags[i]}"
-        for i, (p, f, r, x, q, k, rn, pn, t, rv) in enumerate(zip(
+        f"{seqs[sq][i]}\t{quals[sq][i]}{tags[i]}"
+        for i, (p, f, r, x, q, k, rn, pn, t, sq) in enumerate(zip(
             pair.tolist(), flag.tolist(), rname.tolist(), pos.tolist(), mapq.tolist(), where.tolist(), rnext.tolist(),
-            pnext.tolist(), tlen.tolist(), reverse.tolist()))
+            pnext.tolist(), tlen.tolist(), shown.tolist()))
     ]

@@ -122,3 +122,18 @@ def default_e(length):
 
 def codes(seq):
     return ENCODE[np.frombuffer(seq.encode(), dtype=np.uint8)]
+
+
+def assert_bare_secondaries(bare, full):
+    """`bare` (SAM record lines of a --no-secondary-seq run) are `full`'s (the same run without it) with SEQ
+    and QUAL '*' on every secondary record (FLAG 256), and only there; returns the secondaries' count."""
+    assert len(bare) == len(full)
+    secondaries = 0
+    for b, f in zip(bare, full):
+        b, f = b.split("\t"), f.split("\t")
+        if int(f[1]) & 256:
+            secondaries += 1
+            assert b[9:11] == ["*", "*"] and b[:9] + b[11:] == f[:9] + f[11:], (b, f)
+        else:
+            assert b == f, (b, f)
+    return secondaries

@@ -60,6 +60,10 @@ def add_arguments(parser):
                         "the @RG line goes into the header and RG:Z:ID onto every record")
     o.add_argument("--comment", metavar="TEXT", action="append", default=None,
                    help="add an @CO header line (repeatable; one line, no tabs)")
+    o.add_argument("--no-secondary-seq", dest="secondary_seq", action="store_false",
+                   help="SEQ and QUAL '*' on secondary records (FLAG 256), as bwa mem and minimap2 write them: "
+                        "the read's primary record carries them; an all-mapping run's output is mostly "
+                        "secondaries, and this halves it for 100 bp reads")
     o.add_argument("--best", action="store_true",
                    help="report only the loci with the fewest edits (the first primary, the others FLAG 256)")
     o.add_argument("-n", type=int, default=d.max_records, metavar="N",
@@ -132,7 +136,8 @@ def run(args):
         gpus=int(args.gpus) if args.gpus and args.gpus.isdigit() else args.gpus, scheduler=args.scheduler,
         local_cluster=args.local_cluster, chunk_reads=args.chunk_reads, index_kind=args.index_kind,
         seed_len=args.seed_len, nb_len=args.nb_len, spaced=args.spaced, nb_errors=args.nb_errors, step=args.step,
-        lookup=args.lookup, read_group=args.read_group, comments=tuple(args.comment or ()),
+        lookup=args.lookup, read_group=args.read_group, secondary_seq=args.secondary_seq,
+        comments=tuple(args.comment or ()),
         output_format=args.output_fmt, sort=args.sort, sort_memory=parse_size(args.sort_memory, "--sort-memory"),
         command_line=shlex.join(["gkmap"] + sys.argv[1:]) if sys.argv else "gkmap map",
     )

@@ -13,8 +13,8 @@ from collections import defaultdict
 import dnaio
 import pytest
 
-from conftest import MEASLES, MEASLES_PAIR, ROOT, SHIGELLA, SHIGELLA_R1, first_reads, need_tool
-from oracle import default_e
+from conftest import MEASLES, MEASLES_PAIR, ROOT, SHIGELLA, SHIGELLA_PAIR, SHIGELLA_R1, first_reads, need_tool
+from oracle import assert_bare_secondaries, default_e
 
 RG = r"@RG\tID:run 1\tSM:ERR6005894\tPL:ILLUMINA\tDS:a\\tb"   # as typed in a shell: backslash-t escapes
 RG_LINE = "@RG\tID:run 1\tSM:ERR6005894\tPL:ILLUMINA\tDS:a\\tb"  # '\\t' (an escaped backslash) stays literal
@@ -174,6 +174,24 @@ def test_best_marks_secondaries(gkmap, index_dir, shigella_reads, single, tmp_pa
     samtools_agrees(out)
 
 
+def test_no_secondary_seq(index_dir, shigella_reads, single, tmp_path):
+    """--no-secondary-seq: the run's SAM less SEQ/QUAL on its secondaries, accepted by samtools and Picard,
+    and a BAM of the same records."""
+    sam, bam = tmp_path / "bare.sam", tmp_path / "bare.bam"
+    for out in (sam, bam):
+        done = mapper("map", "--quiet", "--device", "cpu", "--index", index_dir(SHIGELLA), "-R", RG, "--comment",
+                      "first comment", "--comment", "second, with 'quotes'", "--no-secondary-seq", "-o", out,
+                      SHIGELLA, shigella_reads)
+        assert done.returncode == 0, done.stderr
+    body = lambda path: [line for line in path.read_text().splitlines() if not line.startswith("@")]
+    assert assert_bare_secondaries(body(sam), body(single)) >= 100
+    assert sam.stat().st_size < 0.8 * single.stat().st_size
+    samtools_agrees(sam)
+    picard_validates(sam, "QUALITY_NOT_STORED")  # the secondaries' QUAL '*', as asked (README)
+    view = subprocess.run([need_tool("samtools"), "view", str(bam)], check=True, capture_output=True, text=True)
+    assert view.stdout.splitlines() == body(sam)
+
+
 @pytest.fixture(scope="module")
 def paired(index_dir, tmp_path_factory):
     folder = tmp_path_factory.mktemp("pe")
@@ -211,6 +229,20 @@ def test_paired_end_read_groups_and_header(paired):
         t = tags(f)
         if not int(f[1]) & 6 and "XS" in t:
             assert (f[4] == "0") == (t["XS"] == t["AS"])
+
+
+def test_paired_end_without_secondary_seq(index_dir, tmp_path):
+    """Shigella's pairs (IS elements: pairs with several best placements) with and without --no-secondary-seq."""
+    pairs = [first_reads(path, 1000, tmp_path / f"r{k}.fq") for k, path in enumerate(SHIGELLA_PAIR, 1)]
+    body = lambda path: [line for line in path.read_text().splitlines() if not line.startswith("@")]
+    for name, extra in (("full", ()), ("bare", ("--no-secondary-seq",))):
+        done = mapper("map", "--quiet", "--device", "cpu", "--index", index_dir(SHIGELLA), "--pe", "-R", RG, *extra,
+                      "-o", tmp_path / f"{name}.sam", SHIGELLA, *pairs)
+        assert done.returncode == 0, done.stderr
+    for name in ("{}.sam", "{}_OEA.sam"):
+        bare, full = (body(tmp_path / name.format(run)) for run in ("bare", "full"))
+        assert assert_bare_secondaries(bare, full) >= 10
+    picard_validates(tmp_path / "bare.sam", "QUALITY_NOT_STORED")
 
 
 def test_picard_accepts_paired_end(paired):

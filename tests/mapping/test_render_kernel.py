@@ -19,6 +19,7 @@ from mapper.reference import Reference
 from mapper.sam import batch_records
 from mapper.seeding import strand_rows
 from mapper.verify import Mappings
+from oracle import assert_bare_secondaries
 
 pytestmark = pytest.mark.skipif(not sam_kernel.available(), reason="no C++ compiler for the host kernels")
 
@@ -86,11 +87,16 @@ def test_compiled_records_equal_numpy(L, K, fasta):
                                                                              fasta)
     cigars, mds, nms = describe(rows, loci, reference)
     assert any(c != f"{L}M" for c in cigars) and (nh == 0).any() and (np.bincount(read) > 1).any()
-    for group in (None, "grp 1"):
-        want = batch_records(batch, reference, read, strand, loci, cigars, mds, nms, nh, mapq, second, group)
+    for group, secondary_seq in ((None, True), ("grp 1", True), ("grp 1", False)):
+        want = batch_records(batch, reference, read, strand, loci, cigars, mds, nms, nh, mapq, second, group,
+                             secondary_seq)
         for threads in (1, 2):
-            got = sam_kernel.records_text(batch, rows, reference, read, strand, loci, nh, mapq, second, group, threads)
+            got = sam_kernel.records_text(batch, rows, reference, read, strand, loci, nh, mapq, second, group, threads,
+                                          secondary_seq)
             assert str(got, "utf-8") == want
+    full = batch_records(batch, reference, read, strand, loci, cigars, mds, nms, nh, mapq, second, "grp 1")
+    assert assert_bare_secondaries(want.splitlines(), full.splitlines())
+
 
 
 def test_gapped_records_beyond_one_launch(monkeypatch):
