@@ -178,12 +178,28 @@ def test_map_with_early_processes_equals_inline(tmp_path, monkeypatch, index_dir
     reads = READS / "shigella_dysenteriae_ERR6005894_R1.fastq.gz"
     sams = {}
     for early in (False, True):
-        monkeypatch.setattr(local, "_several_batches", lambda opts, early=early: early)
+        monkeypatch.setattr(local, "_early_processes", lambda opts, early=early: early)
         out = tmp_path / f"{early}.sam"
         map_reads(MapOptions(str(SHIGELLA), str(reads), device="cpu", index_dir=str(index_dir(SHIGELLA)),
                              output=str(out), batch_size=3000, threads=1 + 2 * early, quiet=True))
         sams[early] = [line for line in out.read_text().splitlines() if not line.startswith("@PG")]
     assert sams[True] == sams[False] and len(sams[True]) > 20000
+
+
+def test_render_processes_start_early_for_many_reads_or_a_genome(tmp_path):
+    """The rule of local._early_processes: a reads file of several batches, or a genome-sized reference."""
+    from mapper.options import MapOptions
+    from mapper.runners import local
+    reads, small, genome = tmp_path / "r.fq", tmp_path / "small.fa", tmp_path / "genome.fa"
+    reads.write_bytes(b"@r\nACGT\n+\nIIII\n" * 100)
+    small.write_bytes(b">c\nACGT\n")
+    with open(genome, "wb") as handle:
+        handle.truncate(local.GENOME_FILE)  # sparse: its size, not its bytes
+    rule = lambda ref, reads_path=reads, batch=100_000: local._early_processes(
+        MapOptions(str(ref), str(reads_path), batch_size=batch))
+    assert not rule(small) and rule(genome)
+    assert rule(small, batch=10)  # 100 reads of ~20 bytes: more than one batch of 10
+    assert not rule(small, reads_path="-") and rule(genome, reads_path="-")
 
 
 def test_paired_end_pairs_in_render_processes_equal_inline(tmp_path, index_dir):

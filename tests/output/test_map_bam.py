@@ -133,7 +133,7 @@ def test_bam_blocks_made_by_render_processes(tmp_path, index_dir, monkeypatch):
     import mapper.sinks as sinks
     from mapper.options import MapOptions
     from mapper.runners import local, map_reads
-    monkeypatch.setattr(local, "_several_batches", lambda opts: True)
+    monkeypatch.setattr(local, "_early_processes", lambda opts: True)
     appended = []
     real = sinks._bam_write
     monkeypatch.setattr(sinks, "_bam_write", lambda bam, text: appended.append(getattr(text, "bgzf", False))
