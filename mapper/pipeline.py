@@ -124,13 +124,8 @@ def find_mappings(batch, index, backend, filter_mode, fixed_e, reads_path, count
 # keeps one, 2^23 cuts a batch about where 2^24 cut it before. (Kept at 2^24, the 1,000 repeat reads' 25 M
 # loci would go out in two pieces, the first two thirds of them, and that run took 1 s longer; the tree
 # with 2^23 took them in 10.30 s against the tree before's 10.64 s on one H200, docs/benchmarks.md.)
-# A batch's first pieces are smaller (PIECE_RAMP halvings, doubling piece by piece up to the bounds): the
-# output's writer cannot start before the first piece is rendered, and once it has started it is the run's
-# pace where the records are many (1,000 repeat reads at 3.1 Gbp: 8.7 GB of SAM written at ~1.9 GB/s from
-# 4.2 s, the first piece's rendering done, to 8.9 s; the renderer itself was done at 7.2 s).
 PIECE_READS = 25_000
 PIECE_MAPPINGS = 1 << 23
-PIECE_RAMP = 3
 
 
 @dataclass
@@ -152,7 +147,6 @@ def find_mapping_pieces(batch, index, backend, filter_mode, fixed_e, reads_path,
     rows = strand_rows(batch.codes(), batch.starts, e)
     n = len(batch)
     found, a, held = [], 0, 0
-    piece_reads, piece_mappings = PIECE_READS >> PIECE_RAMP, PIECE_MAPPINGS >> PIECE_RAMP
     with contextlib.closing(backend.index_parts(index, rows)) as parts:  # one part unless the GPU is too small
         for _ in counters.timed_iter("load", parts):
             with counters.timed("seed"):
@@ -172,11 +166,9 @@ def find_mapping_pieces(batch, index, backend, filter_mode, fixed_e, reads_path,
                     verified = backend.verify_parts(group.rows, cands, reference)
                 found.extend(verified)
                 held += sum(len(part) for part in verified)
-                if backend.whole_index and group.b < n and (group.b - a >= piece_reads or held >= piece_mappings):
+                if backend.whole_index and group.b < n and (group.b - a >= PIECE_READS or held >= PIECE_MAPPINGS):
                     yield MappingPiece(rows, a, group.b, found)
                     found, a, held = [], group.b, 0
-                    piece_reads, piece_mappings = min(2 * piece_reads, PIECE_READS), min(2 * piece_mappings,
-                                                                                         PIECE_MAPPINGS)
     yield MappingPiece(rows, a, n, found)
 
 

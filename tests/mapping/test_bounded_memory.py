@@ -109,30 +109,6 @@ def test_pieces_write_the_same_sam(proxy, tmp_path, gkmap, monkeypatch, threads)
     assert [p[-1][1] for p in many] == [200, 100]  # pieces tile each batch in read order
 
 
-def test_first_pieces_of_a_batch_ramp_up(proxy, tmp_path, gkmap, monkeypatch):
-    """A batch's first pieces are smaller (pipeline.PIECE_RAMP), so that the output starts early: with 64
-    reads a piece and many row groups, the pieces hold at least 8, 16, 32, then 64 reads (a piece ends at
-    the first group boundary past its bound), the first ones fewer than 64."""
-    from mapper import pipeline
-    fasta, reads, index = proxy
-    pieces = []
-    find = pipeline.find_mapping_pieces
-
-    def counted(*args):
-        found = list(find(*args))
-        pieces.append([piece.b - piece.a for piece in found])
-        return iter(found)
-    monkeypatch.setattr("mapper.jobs.find_mapping_pieces", counted)
-    monkeypatch.setattr(pipeline, "PIECE_READS", 64)
-    code, err = gkmap("map", "--quiet", "--device", "cpu", "-t", "1", "-e", "5", "--memory", "1M", "--batch-size",
-                      "200", "--index", index.folder, "-o", tmp_path / "out.sam", fasta, reads)
-    assert code == 0, err
-    first = pieces[0]
-    assert sum(first) == 200 and first[0] < 64 and len(first) >= 4
-    bounds = [8, 16, 32] + [64] * len(first)
-    assert all(size >= bound for size, bound in zip(first[:-1], bounds))
-
-
 def test_memory_below_a_megabyte_is_a_usage_error(proxy, gkmap):
     fasta, reads, index = proxy
     code, err = gkmap("map", "--device", "cpu", "--memory", "1000", "--index", index.folder, fasta, reads)
