@@ -39,13 +39,14 @@ class _Parser(argparse.ArgumentParser):
 
 class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
     """Each default shown once: "(default: X)" is added to an option's help only when the help does not
-    already speak of its default and there is one to show (not None or False, as for flags); the
-    description and the epilog (examples) keep their line breaks."""
+    already speak of its default and there is one to show (not None, and not a flag's: a --no-X flag's
+    default is True); the description and the epilog (examples) keep their line breaks."""
 
     def _get_help_string(self, action):
         text = action.help or ""
         default = action.default
-        if ("default" in text.lower() or default is None or default is False or default is argparse.SUPPRESS
+        flag = isinstance(action, (argparse._StoreTrueAction, argparse._StoreFalseAction))
+        if ("default" in text.lower() or default is None or flag or default is argparse.SUPPRESS
                 or not (action.option_strings or action.nargs in (argparse.OPTIONAL, argparse.ZERO_OR_MORE))):
             return text
         return f"{text} (default: %(default)s)"

@@ -311,7 +311,7 @@ def test_help_shows_each_default_once_and_examples(capsys):
     from mapper.cli import main
     assert main(["map", "--help"]) == 0
     text = capsys.readouterr().out
-    assert "(default: None)" not in text and "(default: False)" not in text
+    assert "(default: None)" not in text and "(default: False)" not in text and "(default: True)" not in text
     options = text.split("\n  -")
     assert all(block.count("(default:") <= 1 for block in options[1:] if "--threads" not in block)
     for shown in ("(default: 100000)", "(default: 300)", "(default: auto)", "(default: stdout)"):
@@ -330,7 +330,7 @@ def test_every_command_shows_defaults_once(capsys, command):
     from mapper.cli import main
     assert main([*command, "--help"]) == 0
     text = capsys.readouterr().out
-    assert "(default: None)" not in text and "(default: False)" not in text, text
+    assert "(default: None)" not in text and "(default: False)" not in text and "(default: True)" not in text, text
     assert all(block.count("(default:") <= 1 for block in text.split("\n  -")[1:]), text
 
 
