@@ -121,7 +121,7 @@ def test_format_benchmark_runs_every_format(tmp_path, index_dir):
                           "--device", "cpu", "-t", "1", "--repeat", "1", "--tmp", str(tmp_path)],
                          capture_output=True, text=True, check=True).stdout
     rows = {line.split()[0]: line for line in out.splitlines()[2:]}
-    assert sorted(rows) == ["bam", "sam", "sorted", "view-b"], out
+    assert sorted(rows) == ["bam", "sam", "sam-bare", "sorted", "view-b"], out
     assert all(line.endswith("records = sam") for line in rows.values()), out
     assert out.startswith("1,000 reads"), out
 
