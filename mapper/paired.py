@@ -32,7 +32,7 @@ from mapper.options import PAIRED
 from mapper.pipeline import Counters, add_ints, find_loci
 from mapper.reads import read_batches
 from mapper.sam import read_scores
-from mapper.sam_pairs import Rows, mate_lines
+from mapper.sam_pairs import Rows, joined, mate_lines
 from mapper.seeding import ragged_arange
 
 log = logging.getLogger("gkmap")
@@ -325,12 +325,11 @@ def pair_batch(mapped, reference, settings, counters, pairs):
         group = settings.read_group
         lines = [mate_lines(mates, k, rows, described[k], qnames, reference, read_group=group,
                             secondary_seq=settings.secondary_seq) for k in (0, 1)]
-        sam = "".join(f"{x}\n{y}\n" for x, y in zip(*lines))
-        oea_lines = [line for k in (0, 1) for line in mate_lines(mates, k, oea[k], described[k], qnames, reference,
-                                                                 mate_tags=True, read_group=group,
-                                                                 secondary_seq=settings.secondary_seq)]
-        in_order = np.argsort(np.concatenate([oea[0].pair, oea[1].pair]), kind="stable").tolist()
-        oea_text = "".join(oea_lines[i] + "\n" for i in in_order)
+        sam = joined(np.stack(lines, axis=1))  # row by row: R1's line, then R2's
+        oea_lines = np.concatenate([mate_lines(mates, k, oea[k], described[k], qnames, reference, mate_tags=True,
+                                               read_group=group, secondary_seq=settings.secondary_seq)
+                                    for k in (0, 1)])
+        oea_text = joined(oea_lines[np.argsort(np.concatenate([oea[0].pair, oea[1].pair]), kind="stable")])
         probabilities = [mapping_probabilities(m, idx, d) for m, idx, d in zip(mates, (da, db), described)]
         divet = divet_text(qnames, reference, m1, da, m2, db, TYPES, codes, probabilities, mean_qualities(b1, b2))
     mapped = int(mapped1.sum() + mapped2.sum())

@@ -96,7 +96,7 @@ def batch_records(batch, reference, read, strand, loci, cigars, mds, nms, nh, ma
     needed = np.zeros((2, n), dtype=bool)
     needed[strand, read] = True
     needed[0, unmapped] = True
-    seq_qual = _seq_qual_fields(batch, needed)
+    seq_qual = _read_fields(batch, needed)
     is_secondary = np.zeros(len(read), dtype=bool)
     is_secondary[1:] = read[1:] == read[:-1]
     group_start = np.flatnonzero(~is_secondary)[np.cumsum(~is_secondary) - 1]
@@ -145,28 +145,30 @@ def _labels(values, text):
     return table[values]
 
 
-def _seq_qual_fields(batch, needed):
+def _read_fields(batch, needed, prefix=b"\t*\t0\t0\t", middle=b"\t"):
     """Object array [2, n]: for the reads `needed` (bool [2, n]) on the forward strand (row 0) and on the
-    reverse one (row 1: SEQ reverse-complemented, QUAL reversed), "\t*\t0\t0\tSEQ\tQUAL" (RNEXT, PNEXT,
-    TLEN, SEQ, QUAL). An empty read has SEQ and QUAL '*', FASTA input QUAL '*'.
+    reverse one (row 1: SEQ reverse-complemented, QUAL reversed), prefix + SEQ + middle + QUAL; by default
+    "\t*\t0\t0\tSEQ\tQUAL" (RNEXT, PNEXT, TLEN, SEQ, QUAL of a single-end record; sam_pairs.py asks for
+    "\tSEQ\tQUAL" and the OEA tags "\tNS:Z:SEQ\tNQ:Z:QUAL"). An empty read has SEQ and QUAL '*', FASTA
+    input QUAL '*'.
 
     Each read's bytes are copied into a row of a [reads, width] table as one slice (shorter reads padded
     to the longest, the padding dropped afterwards), and the rows are decoded and split at once."""
     out = np.empty(needed.shape, dtype=object)
     fastq = batch.qual is not None
+    prefix, middle = np.frombuffer(prefix, dtype=np.uint8), np.frombuffer(middle, dtype=np.uint8)
     for side in (0, 1):
         reads = np.flatnonzero(needed[side])
         if not len(reads):
             continue
         length = batch.starts[reads + 1] - batch.starts[reads]
         widest = max(int(length.max()), 1)
-        seq_at = len(_FIXED)
-        qual_at = seq_at + widest + 1
+        seq_at = len(prefix)
+        qual_at = seq_at + widest + len(middle)
         rows = np.empty((len(reads), qual_at + (widest if fastq else 1) + 1), dtype=np.uint8)
-        rows[:, :seq_at] = _FIXED
-        rows[:, seq_at:qual_at - 1] = _slices(batch.seq, batch.starts, reads, widest, side,
-                                              COMPLEMENT_ASCII)
-        rows[:, qual_at - 1] = ord("\t")
+        rows[:, :seq_at] = prefix
+        rows[:, seq_at:seq_at + widest] = _slices(batch.seq, batch.starts, reads, widest, side, COMPLEMENT_ASCII)
+        rows[:, seq_at + widest:qual_at] = middle
         if fastq:
             rows[:, qual_at:-1] = _slices(batch.qual, batch.starts, reads, widest, side, None)
             rows[length == 0, qual_at] = ord("*")
@@ -179,15 +181,12 @@ def _seq_qual_fields(batch, needed):
             text = rows.ravel()
         else:  # drop each row's padding after its SEQ and QUAL
             column = np.arange(rows.shape[1])
-            padding = (column >= seq_at + shown[:, None]) & (column < qual_at - 1)
+            padding = (column >= seq_at + shown[:, None]) & (column < seq_at + widest)
             if fastq:
                 padding |= (column >= qual_at + shown[:, None]) & (column < rows.shape[1] - 1)
             text = rows[~padding]
         out[side, reads] = text[:-1].tobytes().decode("ascii").split("\n")
     return out
-
-
-_FIXED = np.frombuffer(b"\t*\t0\t0\t", dtype=np.uint8)
 
 
 def _slices(buffer, starts, reads, width, reverse, complement):

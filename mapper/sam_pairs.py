@@ -3,17 +3,19 @@
 Input : `Rows`, arrays of one length: the pair (batch index), the rank of the row among the pair's rows
         (0 primary, > 0 FLAG 256), proper (FLAG 2), and per mate the locus (index into paired.Mate's flat
         loci, -1 when unmapped), NH and MAPQ.
-Output: the lines (no newline) of one mate, one per row, with FLAG 1 | 2 | 4 | 8 | 16 | 32 | 64 or 128 | 256,
-        RNEXT/PNEXT and TLEN as SAM defines them: TLEN is leftmost to rightmost base, positive on the mate
+Output: the lines of one mate, one per row (a table of text pieces, see mate_lines), with FLAG 1 | 2 |
+        4 | 8 | 16 | 32 | 64 or 128 | 256, RNEXT/PNEXT and TLEN as SAM defines them: TLEN is leftmost to rightmost base, positive on the mate
         that starts first (R1 on a tie), 0 unless both map to one contig. An unmapped mate of a mapped one
         is placed at its mate (RNAME/POS) and the mapped one's RNEXT/PNEXT point at itself, as the spec
-        recommends. SEQ/QUAL of a reverse-strand mate are reverse-complemented/reversed (sam.py's helper).
+        recommends. SEQ/QUAL of a reverse-strand mate are reverse-complemented/reversed (sam.py's
+        _read_fields), '*' on secondary rows with --no-secondary-seq.
 """
 from dataclasses import dataclass
 
 import numpy as np
 
-from mapper.sam import FLAG_REVERSE, FLAG_SECONDARY, FLAG_UNMAPPED, _texts
+from mapper.align import SEPARATOR, spell
+from mapper.sam import FLAG_REVERSE, FLAG_SECONDARY, FLAG_UNMAPPED, _labels, _read_fields
 
 FLAG_PAIRED, FLAG_PROPER, FLAG_MATE_UNMAPPED, FLAG_MATE_REVERSE = 1, 2, 8, 32
 FLAG_FIRST, FLAG_LAST = 64, 128
@@ -43,7 +45,9 @@ class Rows:
 
 def mate_lines(mates, which, rows, described, qnames, reference, mate_tags=False, read_group=None,
                secondary_seq=True):
-    """SAM lines of mate `which` (0: R1, 1: R2) of `mates` (paired.Mate) for `rows`. `described` holds the
+    """SAM lines of mate `which` (0: R1, 1: R2) of `mates` (paired.Mate) for `rows`, as an object array
+    [len(rows), 17] of text pieces, each row one line with its line break (`joined` makes the text), so that
+    the caller interleaves the mates' lines and orders them without splitting text. `described` holds the
     CIGAR/MD/NM of this mate's loci; `mate_tags` adds the other mate's SEQ/QUAL as NS:Z/NQ:Z (OEA output);
     without `secondary_seq` a secondary row's SEQ and QUAL are '*'.
     A mapped mate's tags: NM, MD, AS (-edits), XS (-edits of the mate's second-best locus, when it has
@@ -69,35 +73,53 @@ def mate_lines(mates, which, rows, described, qnames, reference, mate_tags=False
             + FLAG_REVERSE * reverse + FLAG_MATE_REVERSE * oreverse + (FLAG_LAST if which else FLAG_FIRST)
             + FLAG_SECONDARY * (rows.rank > 0))
     mapq = np.where(mapped, rows.mapq[which], 0)
-    batch = mate.batch
-    fastq = batch.qual is not None
-    seq_f, seq_r = _texts(batch.seq, batch.starts, pair, None), _texts(batch.seq, batch.starts, pair, "complement")
-    if fastq:
-        qual_f, qual_r = _texts(batch.qual, batch.starts, pair, None), _texts(batch.qual, batch.starts, pair, "reverse")
-    else:
-        qual_f = qual_r = ["*"] * len(pair)
-    where = np.full(len(pair), -1)
-    where[mapped] = described.at(own[mapped])
-    xs = ["" if s < 0 else f"\tXS:i:{-s}" for s in mate.scores[1][pair].tolist()]
-    tags = [f"\tNM:i:{described.nms[k]}\tMD:Z:{described.mds[k]}\tAS:i:{-described.nms[k]}{x}\tNH:i:{h}"
-            f"\tHI:i:{r + 1}" if k >= 0 else ""
-            for k, h, x, r in zip(where.tolist(), nh.tolist(), xs, rows.rank.tolist())]
-    if mate_tags:
-        obatch = other.batch
-        oseq = _texts(obatch.seq, obatch.starts, pair, None)
-        oqual = _texts(obatch.qual, obatch.starts, pair, None) if obatch.qual is not None else ["*"] * len(pair)
-        tags = [f"{t}\tNS:Z:{s}\tNQ:Z:{q}" for t, s, q in zip(tags, oseq, oqual)]
-    if read_group is not None:
-        tags = [f"{t}\tRG:Z:{read_group}" for t in tags]
+    n = len(pair)
+    # the lines are built column by column (sam.batch_records' way), not record by record: a table of text
+    # pieces, each distinct FLAG, MAPQ and tag value formatted once, positions spelled all at once, SEQ/QUAL
+    # sliced once per read and strand, joined in one call
+    kept = np.where(mapped, np.searchsorted(described.needed, own), -1)
     names = reference.names + ["=", "*"]
-    cigars = described.cigars
-    # each row's SEQ/QUAL: 0 forward, 1 reversed, 2 '*' (a secondary row without them)
+    digits = np.full((n, 1), SEPARATOR, dtype=np.uint8)  # spell's letters: each number a text of its own
+    table = np.empty((n, 17), dtype=object)
+    table[:, 0] = np.asarray(qnames, dtype=object)[pair]
+    table[:, 1] = _labels(flag, "\t{}\t".format)
+    table[:, 2] = np.array([f"{name}\t" for name in names], dtype=object)[rname]
+    table[:, 3] = spell(pos, digits)
+    table[:, 4] = _labels(mapq, "\t{}\t".format)
+    table[:, 5] = np.array(described.cigars + ["*"], dtype=object)[kept]
+    table[:, 6] = np.array([f"\t{name}\t" for name in names], dtype=object)[rnext]
+    table[:, 7] = spell(pnext, digits)
+    table[:, 8] = np.where(tlen < 0, "\t-", "\t")
+    table[:, 9] = spell(np.abs(tlen), digits)
+    # each row's "\tSEQ\tQUAL": 0 forward, 1 reversed (SEQ reverse-complemented), 2 '*' (a secondary row
+    # without them: --no-secondary-seq)
     shown = np.where((rows.rank > 0) & (not secondary_seq), 2, reverse.astype(np.int64))
-    seqs, quals = (seq_f, seq_r, ["*"] * len(pair)), (qual_f, qual_r, ["*"] * len(pair))
-    return [
-        f"{qnames[p]}\t{f}\t{names[r]}\t{x}\t{q}\t{cigars[k] if k >= 0 else '*'}\t{names[rn]}\t{pn}\t{t}\t"
-        f"{seqs[sq][i]}\t{quals[sq][i]}{tags[i]}"
-        for i, (p, f, r, x, q, k, rn, pn, t, sq) in enumerate(zip(
-            pair.tolist(), flag.tolist(), rname.tolist(), pos.tolist(), mapq.tolist(), where.tolist(), rnext.tolist(),
-            pnext.tolist(), tlen.tolist(), shown.tolist()))
-    ]
+    needed = np.zeros((2, len(mate.batch)), dtype=bool)
+    needed[shown[shown < 2], pair[shown < 2]] = True
+    fields = np.concatenate([_read_fields(mate.batch, needed, b"\t", b"\t"),
+                             np.full((1, len(mate.batch)), "\t*\t*", dtype=object)])
+    table[:, 10] = fields[shown, pair]
+    table[:, 11:16] = ""
+    at = np.flatnonzero(mapped)
+    if len(at):
+        k = kept[at]
+        nms = np.asarray(described.nms, dtype=np.int64)[k]
+        second = np.asarray(mate.scores[1], dtype=np.int64)[pair[at]]
+        table[at, 11] = _labels(nms, "\tNM:i:{}\tMD:Z:".format)
+        table[at, 12] = np.array(described.mds, dtype=object)[k]
+        table[at, 13] = _labels(nms, lambda v: f"\tAS:i:{-v}") + _labels(second + 1, lambda v: f"\tXS:i:{1 - v}"
+                                                                         if v else "")
+        table[at, 14] = _labels(nh[at], "\tNH:i:{}".format) + _labels(rows.rank[at] + 1, "\tHI:i:{}".format)
+    if mate_tags:
+        seen = np.zeros((2, len(other.batch)), dtype=bool)
+        seen[0, pair] = True
+        table[:, 15] = _read_fields(other.batch, seen, b"\tNS:Z:", b"\tNQ:Z:")[0, pair]
+    table[:, 16] = f"\tRG:Z:{read_group}\n" if read_group is not None else "\n"
+    return table
+
+
+def joined(table):
+    """The text of a `mate_lines` table (or of its rows stacked and reordered)."""
+    return "".join(table.ravel().tolist())
+
+
