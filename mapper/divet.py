@@ -19,6 +19,9 @@ import re
 
 import numpy as np
 
+from mapper.align import _windows
+from mapper.alphabet import CODE_N
+
 INDEL_FACTOR = 0.0003        # per inserted or deleted base (mrFAST: indel rate 1e-4 + Illumina indel errors 2e-4)
 MISMATCH_FLOOR = 0.001       # a mismatch costs 0.001 + its base's error probability 10^(-Q/10)
 PHRED_OFFSET = 33
@@ -48,15 +51,51 @@ def _probability(cigar, md, phred):
     return p
 
 
-def mapping_probabilities(mate, idx, described):
-    """float [len(idx)]: `_probability` of the loci `idx` of a paired.Mate (FASTA reads count as Q0)."""
-    batch, out = mate.batch, np.ones(len(idx))
-    read, reverse = mate.read[idx].tolist(), mate.strand[idx].tolist()
+# what a mismatched base of Phred quality q costs (_probability's factor), by q: the same float expression,
+# so that the products below are _probability's to the last bit
+_MISMATCH_COST = np.array([MISMATCH_FLOOR + 10.0 ** (-q / 10) for q in range(256)])
+CHUNK = 1 << 16  # loci scored together, at most (a [CHUNK, read length] table of codes at a time)
+
+
+def mapping_probabilities(mate, idx, described, reference):
+    """float [len(idx)]: `_probability` of the loci `idx` of a paired.Mate (FASTA reads count as Q0), each
+    distinct locus scored once. Those whose reported alignment is ungapped (a span of the read's length with
+    as many mismatches as edits: align.describe's all-M rule) are scored together from the codes, their
+    factors multiplied in column order as _probability does; the gapped ones one by one from their CIGAR
+    and MD (few: a discordant-heavy run has tens of thousands of combinations a batch)."""
+    if not len(idx):
+        return np.ones(0)
+    loci, inverse = np.unique(idx, return_inverse=True)
+    batch, rows, found = mate.batch, mate.found.rows, mate.found.loci
     qual = batch.qual if batch.qual is not None else np.full(len(batch.seq), PHRED_OFFSET, np.uint8)
-    for i, (k, r, rv) in enumerate(zip(described.at(idx), read, reverse)):
+    p, done = np.ones(len(loci)), np.zeros(len(loci), dtype=bool)
+    length = rows.length[found.row[loci]]
+    spans = np.flatnonzero(found.end[loci] - found.start[loci] == length)
+    for L in np.unique(length[spans]).tolist():
+        group = spans[length[spans] == L]
+        for a in range(0, len(group), CHUNK):
+            g = group[a:a + CHUNK]
+            at = loci[g]
+            read = _windows(rows.codes, rows.start[found.row[at]], L)
+            mismatch = (read != _windows(reference.codes, found.start[at], L)) | (read == CODE_N)
+            exact = mismatch.sum(axis=1) == found.edits[at]
+            g, at, mismatch = g[exact], at[exact], mismatch[exact]
+            owner, column = np.nonzero(mismatch)  # row-major: each locus's mismatches in column order
+            reverse = mate.strand[at[owner]] == 1
+            base = batch.starts[mate.read[at[owner]]] + np.where(reverse, L - 1 - column, column)
+            cost = _MISMATCH_COST[qual[base].astype(np.int64) - PHRED_OFFSET]
+            rank = np.arange(len(owner)) - np.searchsorted(owner, owner)
+            score = np.ones(len(g))
+            for k in range(int(rank.max()) + 1 if len(rank) else 0):
+                kth = rank == k
+                score[owner[kth]] *= cost[kth]
+            p[g], done[g] = score, True
+    rest = np.flatnonzero(~done)
+    for i, k, r, rv in zip(rest.tolist(), described.at(loci[rest]), mate.read[loci[rest]].tolist(),
+                           mate.strand[loci[rest]].tolist()):
         phred = qual[batch.starts[r]:batch.starts[r + 1]].astype(np.int64) - PHRED_OFFSET
-        out[i] = _probability(described.cigars[k], described.mds[k], (phred[::-1] if rv else phred).tolist())
-    return out
+        p[i] = _probability(described.cigars[k], described.mds[k], (phred[::-1] if rv else phred).tolist())
+    return p[inverse]
 
 
 def mean_qualities(b1, b2):

@@ -330,7 +330,7 @@ def pair_batch(mapped, reference, settings, counters, pairs):
                                                read_group=group, secondary_seq=settings.secondary_seq)
                                     for k in (0, 1)])
         oea_text = joined(oea_lines[np.argsort(np.concatenate([oea[0].pair, oea[1].pair]), kind="stable")])
-        probabilities = [mapping_probabilities(m, idx, d) for m, idx, d in zip(mates, (da, db), described)]
+        probabilities = [mapping_probabilities(m, idx, d, reference) for m, idx, d in zip(mates, (da, db), described)]
         divet = divet_text(qnames, reference, m1, da, m2, db, TYPES, codes, probabilities, mean_qualities(b1, b2))
     mapped = int(mapped1.sum() + mapped2.sum())
     counters.reads += 2 * len(b1)

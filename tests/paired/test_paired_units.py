@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from cli_checks import without_pg
-from conftest import MEASLES, MEASLES_PAIR
+from conftest import MEASLES, MEASLES_PAIR, SHIGELLA, SHIGELLA_PAIR, first_reads
 from mapper import paired
 from mapper.paired import Mate, best_concordant
 from mapper.verify import Mappings
@@ -91,3 +91,40 @@ def test_chunks_leave_the_output_unchanged(monkeypatch, gkmap, index_dir, tmp_pa
     monkeypatch.setattr(paired, "CHUNK", 3)
     assert outputs("chunked", "--min", "300", "--max", "420", "--batch-size", "7") == want
     assert all(want)   # DIVET lines too: the narrow range makes D and I pairs
+
+
+def test_mapping_probabilities_equal_the_per_mapping_score(monkeypatch, gkmap, index_dir, tmp_path):
+    """divet.mapping_probabilities (ungapped loci scored together from the codes, in chunks) writes the DIVET
+    file that _probability, mapping by mapping from CIGAR and MD, writes: mate pairs of Shigella read as
+    --mp are discordant by the thousand, a few of them gapped."""
+    from mapper import divet
+    pairs = [first_reads(path, 3000, tmp_path / f"r{k}.fq") for k, path in enumerate(SHIGELLA_PAIR, 1)]
+    scored = []
+
+    def one_by_one(mate, idx, described, reference):
+        batch, out = mate.batch, np.ones(len(idx))
+        qual = batch.qual.astype(np.int64) - divet.PHRED_OFFSET
+        for i, (k, r, rv) in enumerate(zip(described.at(idx), mate.read[idx].tolist(), mate.strand[idx].tolist())):
+            phred = qual[batch.starts[r]:batch.starts[r + 1]]
+            out[i] = divet._probability(described.cigars[k], described.mds[k], (phred[::-1] if rv else phred).tolist())
+        return out
+
+    def counted(cigar, md, phred):
+        scored.append(cigar)
+        return score(cigar, md, phred)
+    score = divet._probability
+    runs = {}
+    for name in ("together", "one by one"):
+        if name == "one by one":
+            monkeypatch.setattr(paired, "mapping_probabilities", one_by_one)
+        monkeypatch.setattr(divet, "CHUNK", 500)
+        monkeypatch.setattr(divet, "_probability", counted)
+        out = tmp_path / f"{name}.sam"
+        code, err = gkmap("map", "--mp", "--quiet", "--device", "cpu", "--index", index_dir(SHIGELLA), "-o", out,
+                          SHIGELLA, *pairs)
+        assert code == 0, err
+        runs[name] = (tmp_path / f"{name}_DIVET.vh").read_text(), len(scored)
+        scored.clear()
+    (together, scalar_calls), (one_by_one_text, every) = runs["together"], runs["one by one"]
+    assert together == one_by_one_text and together.count("\n") > 1000
+    assert 0 < scalar_calls < every / 20  # the gapped ones only
