@@ -93,12 +93,13 @@ def batch_records(batch, reference, read, strand, loci, cigars, mds, nms, nh, ma
     row = np.empty(len(owner), dtype=np.int64)
     row[np.argsort(owner, kind="stable")] = np.arange(len(owner))
     mapped, unmapped_rows = row[:len(read)], row[len(read):]
-    needed = np.zeros((2, n), dtype=bool)
-    needed[strand, read] = True
-    needed[0, unmapped] = True
-    seq_qual = _read_fields(batch, needed)
     is_secondary = np.zeros(len(read), dtype=bool)
     is_secondary[1:] = read[1:] == read[:-1]
+    shown = slice(None) if secondary_seq else ~is_secondary  # the records that carry SEQ/QUAL
+    needed = np.zeros((2, n), dtype=bool)
+    needed[strand[shown], read[shown]] = True
+    needed[0, unmapped] = True
+    seq_qual = _read_fields(batch, needed)
     group_start = np.flatnonzero(~is_secondary)[np.cumsum(~is_secondary) - 1]
     flag = strand + 2 * is_secondary  # index into _FLAGS
     nms = np.asarray(nms, dtype=np.int64)
@@ -111,9 +112,7 @@ def batch_records(batch, reference, read, strand, loci, cigars, mds, nms, nh, ma
                               np.full((len(read), 1), SEPARATOR, dtype=np.uint8))
     pieces[mapped, 3] = _labels(np.where(is_secondary, 0, mapq[read]), "\t{}\t".format)
     pieces[mapped, 4] = cigars
-    pieces[mapped, 5] = seq_qual[strand, read]
-    if not secondary_seq:
-        pieces[mapped[is_secondary], 5] = BARE_SEQ_QUAL
+    pieces[mapped, 5] = np.where(is_secondary & (not secondary_seq), BARE_SEQ_QUAL, seq_qual[strand, read])
     pieces[mapped, 6] = _labels(nms, "\tNM:i:{}\tMD:Z:".format)
     pieces[mapped, 7] = mds
     pieces[mapped, 8] = _labels(nms, lambda v: f"\tAS:i:{-v}")

@@ -51,7 +51,8 @@ def longer_sizes(index, codes, length):
             continue
         key = int(np.dot(tile[:ws].astype(np.int64), 4 ** np.arange(ws - 1, -1, -1)))
         hits = np.asarray(index.positions[index.offsets[key]:index.offsets[key + 1]], dtype=np.int64)
-        follow = np.minimum(hits[:, None] + np.arange(ws, length), len(genome) - 1)
+        hits = hits[hits + length <= len(genome)]  # a tile cannot run past the genome's end
+        follow = hits[:, None] + np.arange(ws, length)
         sizes.append(int((genome[follow] == tile[ws:]).all(axis=1).sum()))
     return np.array(sizes, dtype=np.int64)
 
@@ -86,9 +87,11 @@ def main():
     p.add_argument("--longer", default="", help="comma-separated tile lengths above ws to count (e.g. 14,16)")
     args = p.parse_args()
     index = open_index(args.genome, None, args.index)
+    longer = [int(x) for x in args.longer.split(",") if x]
+    if any(s <= index.ws for s in longer):
+        p.error(f"--longer lengths must exceed the index's k-mer length ({index.ws})")
     batch = next(iter(read_batches(args.reads, args.n)))
     codes, starts, seeds, ws = batch.codes(), batch.starts, args.e + 1, index.ws
-    longer = [int(x) for x in args.longer.split(",") if x]
     totals = {"fixed": 0, "shifted": 0, "optimal": 0, **{f"fixed{s}": 0 for s in longer}}
     too_short = 0
     for r in range(len(batch)):

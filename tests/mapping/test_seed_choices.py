@@ -45,6 +45,9 @@ def test_script_on_shigella(index_dir):
     assert set(hits) == {"fixed", "shifted", "optimal", "fixed14"}
     assert 0 < hits["optimal"] <= hits["shifted"] <= hits["fixed"]
     assert hits["fixed14"] > 0
+    refused = subprocess.run([sys.executable, str(SCRIPTS / "seed_choices.py"), str(SHIGELLA), str(SHIGELLA),
+                              "--index", str(index_dir(SHIGELLA)), "--longer", "12"], capture_output=True, text=True)
+    assert refused.returncode == 2 and "must exceed" in refused.stderr
 
 
 def test_longer_tiles_counted_as_a_scan_of_the_genome_counts_them(index_dir):

@@ -124,6 +124,11 @@ def test_format_benchmark_runs_every_format(tmp_path, index_dir):
     assert sorted(rows) == ["bam", "sam", "sam-bare", "sorted", "view-b"], out
     assert all(line.endswith("records = sam") for line in rows.values()), out
     assert out.startswith("1,000 reads"), out
+    # the bare SAM first: the full formats are still checked against full records
+    out = subprocess.run([sys.executable, str(script), str(MEASLES), str(reads), "--index", str(index_dir(MEASLES)),
+                          "--device", "cpu", "-t", "1", "--repeat", "1", "--tmp", str(tmp_path), "--formats",
+                          "sam-bare,sam"], capture_output=True, text=True, check=True).stdout
+    assert [line.split()[-1] for line in out.splitlines()[2:]] == ["sam", "sam"], out
 
 
 def test_bam_blocks_made_by_render_processes(tmp_path, index_dir, monkeypatch):
