@@ -101,7 +101,8 @@ def render(batch, rows, maps, reference, best, max_records, want_unmapped, read_
     states the same rules and is the tests' oracle; `compiled` forces one or the other (None: compiled
     wherever it can run). Render processes keep to one thread each: they are the parallelism. With `raw` the
     compiled renderer's SAM is left as its ASCII bytes (a uint8 array), for a render process to write to
-    its file without making a str of it."""
+    its file without making a str of it, in a buffer the process reuses at its next call
+    (sam_kernel._text_buffer): the caller writes it out first."""
     t0 = time.perf_counter()
     found = batch_loci(rows, maps, len(batch), reference)
     loci, read, strand = cap_records(found, best, max_records)
@@ -111,7 +112,7 @@ def render(batch, rows, maps, reference, best, max_records, want_unmapped, read_
     if compiled:
         t1 = time.perf_counter()
         sam = sam_kernel.records_text(batch, rows, reference, read, strand, loci, found.nh, mapq, second,
-                                      read_group, threads, secondary_seq)
+                                      read_group, threads, secondary_seq, reuse=raw)
         if not raw:
             sam = str(sam, "utf-8")
     else:

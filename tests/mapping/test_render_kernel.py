@@ -154,3 +154,21 @@ def test_gapped_records_along_a_tandem_run():
     for threads in (1, 2):
         got = sam_kernel.records_text(batch, rows, reference, read, strand, loci, nh, mapq, second, None, threads)
         assert str(got, "utf-8") == want
+
+
+def test_text_buffer_reused_only_when_asked(monkeypatch):
+    """records_text(reuse=True) writes each batch into one kept buffer (a render process writes the text out
+    before its next batch), grown as needed, never beyond REUSE_BYTES; every text is the batch's own."""
+    monkeypatch.setattr(sam_kernel, "_kept", [np.zeros(0, dtype=np.uint8)])
+    texts = []
+    for seed, n in ((1, 300), (2, 100), (3, 500)):
+        batch, rows, reference, read, strand, loci, nh, mapq, second = synthetic(np.random.default_rng(seed), n, 80, 4)
+        want = batch_records(batch, reference, read, strand, loci, *describe(rows, loci, reference), nh, mapq, second)
+        got = sam_kernel.records_text(batch, rows, reference, read, strand, loci, nh, mapq, second, reuse=True)
+        assert str(got, "utf-8") == want  # read before the next call, as the render process does
+        texts.append(got)
+    assert np.shares_memory(texts[0], texts[1])  # the second, smaller, in the first's buffer
+    assert np.shares_memory(texts[2], sam_kernel._kept[0]) and not np.shares_memory(texts[2], texts[0])  # grown
+    assert not np.shares_memory(sam_kernel._text_buffer(10, False), sam_kernel._kept[0])
+    monkeypatch.setattr(sam_kernel, "REUSE_BYTES", 64)
+    assert not np.shares_memory(sam_kernel._text_buffer(65, True), sam_kernel._kept[0])
