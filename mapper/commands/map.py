@@ -109,6 +109,8 @@ EXAMPLES = """examples:
   zcat reads.fq.gz | gkmap map -e 4 --best REF.fa - > out.sam
   # paired-end (also writes out_OEA.sam and out_DIVET.vh)
   gkmap map --pe -o out.sam REF.fa R1.fq.gz R2.fq.gz
+  # a whole genome, every locus, secondary records without SEQ/QUAL (0.4 of the SAM's bytes at 3.1 Gbp)
+  gkmap map --no-secondary-seq -o out.sam GRCh38.fa reads.fq.gz
   # coordinate-sorted BAM with a read group
   gkmap map --sort -R '@RG\\tID:run1\\tSM:NA12878\\tPL:ILLUMINA' -o out.bam REF.fa reads.fq.gz
   # BAM on standard output, into a pipeline
