@@ -220,22 +220,30 @@ def _strings(columns, L, genome, start):
     return cigars, spell(count, letters)
 
 
+def all_m_mismatches(rows, row, start, edits, reference, L):
+    """The all-M rule for mappings of read length L spanning L reference bases (strand rows `row` of
+    `rows`, reference starts `start`, edit counts `edits`): (exact bool [G]: the all-M alignment is optimal,
+    its mismatches as many as the edits, and is the one reported; mismatch bool [G, L]: its mismatched
+    columns; ref uint8 [G, L]: the reference codes). Equal codes are a match unless N."""
+    read = _windows(rows.codes, rows.start[row], L)
+    ref = _windows(reference.codes, start, L)
+    mismatch = (read != ref) | (read == CODE_N)
+    return mismatch.sum(axis=1) == edits, mismatch, ref
+
+
 def _describe_ungapped(rows, loci, reference, group, L, cigars, mds, nms, done):
     """Fill in the mappings of `group` (reads of length L spanning L reference bases) whose Hamming distance
     equals their edit count: their all-M alignment is optimal. MD is spelled for all of them at once: a
     token "<matches before><reference base>" per mismatch, then "<trailing matches>" per mapping."""
-    read = _windows(rows.codes, rows.start[loci.row[group]], L)
-    ref = _windows(reference.codes, loci.start[group], L)
-    mismatch = np.flatnonzero((read != ref) | (read == CODE_N))  # equal codes are a match unless N
-    hamming = np.bincount(mismatch // L, minlength=len(group))
-    exact = hamming == loci.edits[group]
+    exact, mismatch, ref = all_m_mismatches(rows, loci.row[group], loci.start[group], loci.edits[group],
+                                            reference, L)
     if not exact.any():
         return
-    mismatch = mismatch[exact[mismatch // L]]
+    mismatch = np.flatnonzero(mismatch & exact[:, None])
     owner, column = np.divmod(mismatch, L)
     renumber = np.cumsum(exact) - 1
     owner, letter = renumber[owner], MD_ASCII[ref.ravel()[mismatch]]
-    group, hamming = group[exact], hamming[exact]
+    group, hamming = group[exact], loci.edits[group][exact]  # as many mismatches as edits (all_m_mismatches)
     # the stream: each mapping's mismatches, then its end token (column L)
     G, M = len(group), len(owner)
     where_end = np.cumsum(np.bincount(owner, minlength=G)) + np.arange(G)

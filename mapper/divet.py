@@ -19,8 +19,7 @@ import re
 
 import numpy as np
 
-from mapper.align import _windows
-from mapper.alphabet import CODE_N
+from mapper.align import all_m_mismatches
 
 INDEL_FACTOR = 0.0003        # per inserted or deleted base (mrFAST: indel rate 1e-4 + Illumina indel errors 2e-4)
 MISMATCH_FLOOR = 0.001       # a mismatch costs 0.001 + its base's error probability 10^(-Q/10)
@@ -76,9 +75,7 @@ def mapping_probabilities(mate, idx, described, reference):
         for a in range(0, len(group), CHUNK):
             g = group[a:a + CHUNK]
             at = loci[g]
-            read = _windows(rows.codes, rows.start[found.row[at]], L)
-            mismatch = (read != _windows(reference.codes, found.start[at], L)) | (read == CODE_N)
-            exact = mismatch.sum(axis=1) == found.edits[at]
+            exact, mismatch, _ = all_m_mismatches(rows, found.row[at], found.start[at], found.edits[at], reference, L)
             g, at, mismatch = g[exact], at[exact], mismatch[exact]
             owner, column = np.nonzero(mismatch)  # row-major: each locus's mismatches in column order
             reverse = mate.strand[at[owner]] == 1

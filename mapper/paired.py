@@ -307,7 +307,8 @@ def _divet_combinations(m1, m2, discordant, settings):
 
 def pair_batch(mapped, reference, settings, counters, pairs):
     """(main SAM, OEA SAM, DIVET) texts of one MappedPairs; updates the counters."""
-    b1, b2, qnames = mapped.r1, mapped.r2, mapped.names
+    b1, b2 = mapped.r1, mapped.r2
+    qnames = np.asarray(mapped.names, dtype=object)  # once: each mate's lines take theirs from it
     mates = m1, m2 = Mate(b1, mapped.found1), Mate(b2, mapped.found2)
     with counters.timed("pair"):
         a, b = best_concordant(m1, m2, settings.orientation, settings.lo, settings.hi, reference.size)

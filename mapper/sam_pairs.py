@@ -81,7 +81,7 @@ def mate_lines(mates, which, rows, described, qnames, reference, mate_tags=False
     names = reference.names + ["=", "*"]
     digits = np.full((n, 1), SEPARATOR, dtype=np.uint8)  # spell's letters: each number a text of its own
     table = np.empty((n, 17), dtype=object)
-    table[:, 0] = np.asarray(qnames, dtype=object)[pair]
+    table[:, 0] = np.asarray(qnames, dtype=object)[pair]  # an object array already: no copy
     table[:, 1] = _labels(flag, "\t{}\t".format)
     table[:, 2] = np.array([f"{name}\t" for name in names], dtype=object)[rname]
     table[:, 3] = spell(pos, digits)

@@ -22,7 +22,7 @@ import argparse
 import numpy as np
 
 from mapper.alphabet import CODE_N, COMPLEMENT
-from mapper.index import open_index
+from mapper.index import kmer_keys, open_index
 from mapper.reads import read_batches
 
 
@@ -49,7 +49,7 @@ def longer_sizes(index, codes, length):
         if (tile == CODE_N).any():
             sizes.append(0)
             continue
-        key = int(np.dot(tile[:ws].astype(np.int64), 4 ** np.arange(ws - 1, -1, -1)))
+        key = int(kmer_keys(tile[:ws], ws)[0])
         hits = np.asarray(index.positions[index.offsets[key]:index.offsets[key + 1]], dtype=np.int64)
         hits = hits[hits + length <= len(genome)]  # a tile cannot run past the genome's end
         follow = hits[:, None] + np.arange(ws, length)
