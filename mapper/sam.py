@@ -61,16 +61,6 @@ def read_scores(read, edits, n, e):
     return mapq, second
 
 
-def _texts(buffer, starts, reads, reverse):
-    """Per read in `reads`: its slice of the ASCII buffer, or its reverse (complement) when `reverse`."""
-    if reverse is None:
-        text = buffer.tobytes().decode("ascii")
-        return [text[a:b] or "*" for a, b in zip(starts[reads].tolist(), starts[reads + 1].tolist())]
-    flipped = (COMPLEMENT_ASCII[buffer[::-1]] if reverse == "complement" else buffer[::-1]).tobytes().decode("ascii")
-    total = len(buffer)
-    return [flipped[total - b:total - a] or "*" for a, b in zip(starts[reads].tolist(), starts[reads + 1].tolist())]
-
-
 def batch_records(batch, reference, read, strand, loci, cigars, mds, nms, nh, mapq, second, read_group=None,
                   secondary_seq=True):
     """SAM lines of one batch. `read`/`strand` give each locus' read (batch index) and strand; `nh` [n]
@@ -201,10 +191,30 @@ def _slices(buffer, starts, reads, width, reverse, complement):
 
 
 def unmapped_records(batch, reads):
-    """The reads `reads` of a batch as FASTQ (or FASTA for FASTA input), for --unmapped."""
-    seqs = _texts(batch.seq, batch.starts, reads, None)
-    names = [batch.names[r] for r in reads.tolist()]
-    if batch.qual is None:
-        return "".join(f">{n}\n{s if s != '*' else ''}\n" for n, s in zip(names, seqs))
-    quals = _texts(batch.qual, batch.starts, reads, None)
-    return "".join(f"@{n}\n{s if s != '*' else ''}\n+\n{q if q != '*' else ''}\n" for n, s, q in zip(names, seqs, quals))
+    """The reads `reads` of a batch as FASTQ (or FASTA for FASTA input), for --unmapped: '@' (or '>') and the
+    name, the bases, and for FASTQ '+' and the qualities, each on its line (an empty read's lines empty).
+
+    Built as a table, not read by read (a read without a locus is common in real data): a row per read
+    holds its record with names and reads padded by NUL bytes to the longest, which one pass over the text
+    then drops (names are printable ASCII, bases letters and qualities '!' to '~': reads.check_batch)."""
+    if not len(reads):
+        return ""
+    fastq = batch.qual is not None
+    names = np.asarray(np.asarray(batch.names, dtype=object)[reads], dtype=bytes)
+    length = batch.starts[reads + 1] - batch.starts[reads]
+    widest = max(int(length.max()), 1)
+    seq_at = 2 + names.itemsize
+    rows = np.empty((len(reads), seq_at + widest + 1 + (2 + widest + 1 if fastq else 0)), dtype=np.uint8)
+    rows[:, 0] = ord("@" if fastq else ">")
+    rows[:, 1:seq_at - 1] = names.view(np.uint8).reshape(len(reads), -1)
+    rows[:, seq_at - 1] = rows[:, seq_at + widest] = rows[:, -1] = ord("\n")
+    padding = np.arange(widest) >= length[:, None]
+    sources = [(seq_at, batch.seq)] + ([(seq_at + widest + 3, batch.qual)] if fastq else [])
+    for at, source in sources:
+        piece = rows[:, at:at + widest]
+        piece[...] = _slices(source, batch.starts, reads, widest, False, None)
+        piece[padding] = 0
+    if fastq:
+        rows[:, seq_at + widest + 1] = ord("+")
+        rows[:, seq_at + widest + 2] = ord("\n")
+    return rows.tobytes().replace(b"\0", b"").decode("ascii")
