@@ -19,7 +19,7 @@ import re
 
 import numpy as np
 
-from mapper.align import all_m_mismatches
+from mapper.align import SEPARATOR, all_m_mismatches, spell
 
 INDEL_FACTOR = 0.0003        # per inserted or deleted base (mrFAST: indel rate 1e-4 + Illumina indel errors 2e-4)
 MISMATCH_FLOOR = 0.001       # a mismatch costs 0.001 + its base's error probability 10^(-Q/10)
@@ -108,16 +108,40 @@ def mean_qualities(b1, b2):
 
 
 def divet_text(qnames, reference, m1, a, m2, b, letters, codes, probabilities, quality):
-    """DIVET lines for the combinations (locus a of mate 1, locus b of mate 2) with type `letters[codes]`."""
+    """DIVET lines for the combinations (locus a of mate 1, locus b of mate 2) with type `letters[codes]`.
+
+    Built column by column, as the SAM lines are (sam_pairs.mate_lines): a table of text pieces, the contig
+    names, strands and types taken from small tables, the numbers spelled all at once, each distinct mean
+    quality and probability formatted once (a probability is a product of a few factors: most repeat),
+    joined in one call."""
+    n = len(a)
+    if not n:
+        return ""
     pair = m1.read[a]
     c1, c2 = m1.contig[a], m2.contig[b]
-    s1, s2 = m1.start[a] - reference.starts[c1], m2.start[b] - reference.starts[c2]
-    e1, e2 = m1.end[a] - reference.starts[c1], m2.end[b] - reference.starts[c2]
-    names = reference.names
-    return "".join(
-        f"{qnames[p]}\t{names[x1]}\t{y1 + 1}\t{z1}\t{'R' if r1 else 'F'}\t{'=' if x1 == x2 else names[x2]}\t"
-        f"{y2 + 1}\t{z2}\t{'R' if r2 else 'F'}\t{letters[t]}\t{d}\t{q:.0f}\t{pr:e}\n"
-        for p, x1, y1, z1, r1, x2, y2, z2, r2, t, d, q, pr in zip(
-            pair.tolist(), c1.tolist(), s1.tolist(), e1.tolist(), m1.strand[a].tolist(), c2.tolist(), s2.tolist(),
-            e2.tolist(), m2.strand[b].tolist(), codes.tolist(), (m1.edits[a] + m2.edits[b]).tolist(),
-            quality[pair].tolist(), (probabilities[0] * probabilities[1]).tolist()))
+    # the five numbers of a line (starts 1-based, ends inclusive, the pair's edits), spelled in one call
+    numbers = np.stack([m1.start[a] - reference.starts[c1] + 1, m1.end[a] - reference.starts[c1],
+                        m2.start[b] - reference.starts[c2] + 1, m2.end[b] - reference.starts[c2],
+                        m1.edits[a].astype(np.int64) + m2.edits[b]], axis=1)
+    spelled = np.array(spell(numbers.ravel(), np.full((numbers.size, 1), SEPARATOR, dtype=np.uint8)),
+                       dtype=object).reshape(n, 5)
+    strand = np.array(["\tF\t", "\tR\t"], dtype=object)
+    names = np.array([f"{name}\t" for name in reference.names] + ["=\t"], dtype=object)
+    table = np.empty((n, 16), dtype=object)
+    table[:, 0] = np.asarray(qnames, dtype=object)[pair]
+    table[:, 1] = table[:, 4] = table[:, 9] = "\t"
+    table[:, 2] = names[c1]
+    table[:, [3, 5, 8, 10, 13]] = spelled
+    table[:, 6] = strand[m1.strand[a].astype(np.int64)]
+    table[:, 7] = names[np.where(c1 == c2, len(reference.names), c2)]
+    table[:, 11] = strand[m2.strand[b].astype(np.int64)]
+    table[:, 12] = np.array([f"{letter}\t" for letter in letters], dtype=object)[codes]
+    table[:, 14] = _formatted(quality[pair], "\t{:.0f}\t")
+    table[:, 15] = _formatted(probabilities[0] * probabilities[1], "{:e}\n")
+    return "".join(table.ravel().tolist())
+
+
+def _formatted(values, pattern):
+    """Object array: pattern.format(v) for each float of `values`, each distinct value formatted once."""
+    distinct, inverse = np.unique(values, return_inverse=True)
+    return np.array(list(map(pattern.format, distinct.tolist())), dtype=object)[inverse]
