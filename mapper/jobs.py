@@ -33,7 +33,7 @@ from mapper.paired import (PairCounters, PairSettings, confident_tlens, find_mat
                            render_pairs, side_paths)
 from mapper.pipeline import count_batch, find_mapping_pieces, open_mapping
 from mapper.reads import prefetch, read_batches, with_codes
-from mapper.render import HostWorkers, render
+from mapper.render import HostWorkers, RecordOptions, render
 from mapper.verify import Mappings
 
 log = logging.getLogger("gkmap")
@@ -99,13 +99,18 @@ class _Job:
         log.info("%s", tally.summary())
         return tally
 
+    def record_options(self):
+        """render()'s options for this run's records."""
+        opts = self.opts
+        return RecordOptions(opts.best, opts.max_records, bool(opts.unmapped), opts.read_group_id,
+                             opts.secondary_seq)
+
     def render_host(self, workers, batch_size=None, bgzf=None):
         """render.HostWorkers for this run's records: `workers` processes, started with the first batch of
         `batch_size` reads (the run's --batch-size by default; inline before that); with `bgzf` (a
         compression level) they hand over their records as BAM in BGZF blocks (sinks.Format.blocks_level)."""
         opts = self.opts
-        return HostWorkers(workers, batch_size or opts.batch_size, self.index.reference, opts.best,
-                           opts.max_records, bool(opts.unmapped), opts.read_group_id, opts.secondary_seq, bgzf)
+        return HostWorkers(workers, batch_size or opts.batch_size, self.index.reference, self.record_options(), bgzf)
 
     def renderer(self, tally, workers, pool=None, bgzf=None):
         """The renderer a runner drives (submit / ready, below), over `workers` render processes of its own
@@ -156,9 +161,8 @@ class SingleEndJob(_Job):
     def render(self, mapped, tally):
         """Records of one mapped batch (`map`'s: all its reads), rendered here (a Dask worker without render
         processes, the API)."""
-        opts = self.opts
-        done = render(mapped.batch, mapped.rows, Mappings.concat(mapped.maps), self.index.reference, opts.best,
-                      opts.max_records, bool(opts.unmapped), opts.read_group_id, opts.secondary_seq)
+        done = render(mapped.batch, mapped.rows, Mappings.concat(mapped.maps), self.index.reference,
+                      *self.record_options())
         count_batch(tally, done)
         return {"sam": done.sam, "unmapped": done.unmapped, "candidates": mapped.candidates}
 

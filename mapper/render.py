@@ -31,6 +31,7 @@ import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -79,6 +80,16 @@ def cap_records(found, best, max_records):
     if max_records:
         keep &= np.arange(len(read)) - group_start < max_records
     return loci.take(keep), read[keep], strand[keep]
+
+
+class RecordOptions(NamedTuple):
+    """What render() writes for a batch (the run's options): --best, -n, --unmapped, -R's ID and, False
+    for --no-secondary-seq, the secondaries' SEQ/QUAL. A render process gets them with every job."""
+    best: bool
+    max_records: int
+    want_unmapped: bool
+    read_group: str = None
+    secondary_seq: bool = True
 
 
 @dataclass
@@ -439,12 +450,11 @@ class HostWorkers:
     as the start-up would cost more than it saves; a caller that knows the input is big starts them earlier
     (`spawn`, then `adopt`)."""
 
-    def __init__(self, workers, batch_size, reference, best, max_records, want_unmapped, read_group=None,
-                 secondary_seq=True, bgzf=None):
+    def __init__(self, workers, batch_size, reference, options, bgzf=None):
         self.workers = max(1, min(int(workers), MAX_WORKERS))
         self.batch_size = batch_size
         self.reference = reference
-        self.options = (best, max_records, want_unmapped, read_group, secondary_seq)  # render()'s
+        self.options = options  # a RecordOptions
         self.bgzf = bgzf  # a BAM output's compression level: the processes encode and compress its records
         self._pool = None
         self._tmp = None

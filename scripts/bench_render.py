@@ -30,7 +30,7 @@ from mapper.backends import get_backend  # noqa: E402
 from mapper.index import build_index, load_index  # noqa: E402
 from mapper.pipeline import Counters, find_mappings  # noqa: E402
 from mapper.reads import ReadBatch  # noqa: E402
-from mapper.render import batch_loci, cap_records, render  # noqa: E402
+from mapper.render import RecordOptions, batch_loci, cap_records, render  # noqa: E402
 from mapper.sam import batch_records, read_scores  # noqa: E402
 from mapper.simulate import simulate  # noqa: E402
 
@@ -85,7 +85,7 @@ def main():
 
     reference, n = index.reference, len(batch)
     thread_counts = [int(t) for t in args.threads.split(",")]
-    options = (args.best, args.max_records, False, args.read_group)
+    options = RecordOptions(args.best, args.max_records, False, args.read_group)
     found = batch_loci(rows, maps, n, reference)
     loci, read, strand = cap_records(found, args.best, args.max_records)
     mapq, second = read_scores(found.read, found.loci.edits, n, rows.e[:n])

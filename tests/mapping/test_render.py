@@ -13,7 +13,7 @@ from mapper.backends.cpu import CpuBackend
 from mapper.index import load_index
 from mapper.pipeline import Counters, find_mappings
 from mapper.reads import read_batches
-from mapper.render import HostWorkers, _signals_held, render
+from mapper.render import HostWorkers, RecordOptions, _signals_held, render
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +29,7 @@ def test_render_now_in_processes_equals_inline(mapped):
     index, batch, rows, maps = mapped
     assert index.reference.codes_path, "the index's codes should be shared with the render processes"
     want = render(batch, rows, maps, index.reference, False, 2, True)
-    with HostWorkers(3, 1, index.reference, False, 2, True) as workers:
+    with HostWorkers(3, 1, index.reference, RecordOptions(False, 2, True)) as workers:
         got = workers.render_now(batch, rows, maps)
         assert workers._pool is not None
     assert (got.sam, got.unmapped, got.records) == (want.sam, want.unmapped, want.records)
@@ -56,7 +56,7 @@ def test_mappings_in_parts_render_as_joined(mapped, tmp_path):
     n = len(batch)
     assert np.array_equal(_row_counts(parts, n), np.bincount(maps.row, minlength=2 * n))
     want = render(batch, rows, maps, index.reference, False, 2, True)
-    with HostWorkers(3, 1, index.reference, False, 2, True) as workers:
+    with HostWorkers(3, 1, index.reference, RecordOptions(False, 2, True)) as workers:
         got = workers.render_now(batch, rows, parts)
     assert (got.sam, got.unmapped, got.records) == (want.sam, want.unmapped, want.records)
 
@@ -82,7 +82,7 @@ def test_batch_file_survives_short_writes(mapped, tmp_path, monkeypatch):
 def test_daemonic_process_renders_inline(mapped, monkeypatch):
     index, batch, rows, maps = mapped
     monkeypatch.setattr(type(multiprocessing.current_process()), "daemon", property(lambda self: True))
-    with HostWorkers(3, 1, index.reference, False, None, False) as workers:
+    with HostWorkers(3, 1, index.reference, RecordOptions(False, None, False)) as workers:
         got = workers.render_now(batch, rows, maps)
         assert workers._pool is None
     assert got.sam == render(batch, rows, maps, index.reference, False, None, False).sam
@@ -94,7 +94,7 @@ def test_processes_spawned_before_the_index_render_short_batches_too(mapped):
     index, batch, rows, maps = mapped
     want = render(batch, rows, maps, index.reference, False, None, True)
     pool = HostWorkers.spawn(2)
-    with HostWorkers(2, 10 ** 6, index.reference, False, None, True) as workers:
+    with HostWorkers(2, 10 ** 6, index.reference, RecordOptions(False, None, True)) as workers:
         workers.adopt(pool)
         got = workers.render_now(batch, rows, maps)
     assert (got.sam, got.unmapped, got.records) == (want.sam, want.unmapped, want.records)
@@ -113,7 +113,7 @@ def test_processes_map_the_shared_codes_or_a_written_file(mapped, tmp_path, monk
     private = Reference(ref.names, ref.starts, ref.lengths, np.array(ref.codes))
     want = render(batch, rows, maps, ref, False, None, True)
     for reference, files in ((ref, ["contigs.npz"]), (private, ["codes.npy", "contigs.npz"])):
-        with HostWorkers(2, 1, reference, False, None, True) as workers:
+        with HostWorkers(2, 1, reference, RecordOptions(False, None, True)) as workers:
             got = workers.render_now(batch, rows, maps)
             assert sorted(os.listdir(workers._tmp.name)) == files
         assert (got.sam, got.unmapped, got.records) == (want.sam, want.unmapped, want.records)
@@ -127,7 +127,7 @@ def test_short_batch_with_many_mappings_renders_in_processes(mapped, monkeypatch
     index, batch, rows, maps = mapped
     monkeypatch.setattr(render_module, "INLINE_MAPPINGS", len(maps.row) - 1)
     want = render(batch, rows, maps, index.reference, False, None, True)
-    with HostWorkers(3, 10 ** 6, index.reference, False, None, True) as workers:
+    with HostWorkers(3, 10 ** 6, index.reference, RecordOptions(False, None, True)) as workers:
         got = workers.render_now(batch, rows, maps)
         assert workers._pool is not None
     assert (got.sam, got.unmapped, got.records) == (want.sam, want.unmapped, want.records)
