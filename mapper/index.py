@@ -606,11 +606,18 @@ def check_index(ref_path, index_dir=None):
     return index
 
 
-def open_index(ref_path, ws=None, index_dir=None):
-    """The index `map` uses: load it, or build it when the folder has none (like minimap2)."""
+def find_index(ref_path, index_dir=None):
+    """(the index folder of a readable reference: `index_dir`, else default_index_dir's, whether it holds an
+    index): open_index loads that one, or builds it."""
     require_readable(ref_path)
     folder = Path(index_dir) if index_dir else default_index_dir(ref_path)
-    if not (folder / "meta.json").exists():
+    return folder, (folder / "meta.json").exists()
+
+
+def open_index(ref_path, ws=None, index_dir=None):
+    """The index `map` uses: load it, or build it when the folder has none (like minimap2)."""
+    folder, built = find_index(ref_path, index_dir)
+    if not built:
         log.info("no index in %s: building it", folder)
         return build_index(ref_path, ws or DEFAULT_WS, folder)
     index = load_index(ref_path, folder)

@@ -14,6 +14,7 @@ import contextlib
 import logging
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, fields
 
 import numpy as np
@@ -22,7 +23,7 @@ from mapper.backends import get_backend
 from mapper.device.cuda import build_seconds
 from mapper.errors import UsageError
 from mapper.filters.windows import MODES as FILTER_MODES, candidate_pairs
-from mapper.index import open_index
+from mapper.index import find_index, open_index
 from mapper.options import MAX_E
 from mapper.render import batch_loci
 from mapper.seeding import SeedStats, strand_rows
@@ -196,13 +197,33 @@ def open_mapping(opts):
     backend loads the index where it works (the cuda backend uploads it) here, timed as the `load` stage,
     so that the per-batch stages hold only per-batch work."""
     t = time.perf_counter()
-    index = open_index(opts.reference, opts.ws, opts.index_dir)
-    backend = get_backend(opts.device, opts.threads, opts.memory)
+    index, backend = _open_index_and_backend(opts)
     backend.load(index, opts.gpu_memory)
     filter_mode, stages = filter_setting(opts.filter, backend)
     counters = Counters(stages=stages)
     counters.times["load"] = time.perf_counter() - t
     return index, backend, filter_mode, counters
+
+
+def _open_index_and_backend(opts):
+    """(index, backend started): an existing index opens (its files read, its offsets checked) in a thread
+    while the backend starts (the cuda backend's driver and context: about a quarter of a second, much of it
+    in the driver without the interpreter's lock); one to build is built here first, where Ctrl-C stops it.
+    The index's error comes first, as when it opened before the backend."""
+    folder, built = find_index(opts.reference, opts.index_dir)
+    if not built:
+        index = open_index(opts.reference, opts.ws, folder)
+        backend = get_backend(opts.device, opts.threads, opts.memory)
+        backend.start()
+        return index, backend
+    with ThreadPoolExecutor(1, thread_name_prefix="gkmap-index") as opener:
+        opening = opener.submit(open_index, opts.reference, opts.ws, folder)
+        try:
+            backend = get_backend(opts.device, opts.threads, opts.memory)
+            backend.start()
+        finally:
+            index = opening.result()
+    return index, backend
 
 
 def filter_setting(name, backend):

@@ -17,6 +17,10 @@ class Backend(abc.ABC):
         """Where each stage runs ({"seed": "cpu", "verify": "cuda"}, ...): printed in the run summary."""
         return {"seed": self.name, "verify": self.name}
 
+    def start(self):
+        """Make the device ready (the cuda backend: its CUDA context) ahead of `load`: open_mapping calls it
+        while the index opens in another thread. Nothing to do where there is no device."""
+
     def load(self, index, memory=None):
         """Make the index resident where the backend works, once per run, before the first batch (the cuda
         backend uploads it, within `memory` bytes of device memory if given; the cpu backend maps it from

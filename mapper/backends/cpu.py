@@ -39,6 +39,7 @@ class CpuBackend(CudaBackend):
         super().__init__(work=memory)  # the batches' working budget (--memory)
         host.set_threads(threads)  # the kernels' OpenMP threads (-t), for this process
 
+    start = _on_host(CudaBackend.start)
     load = _on_host(CudaBackend.load)
     row_groups = _on_host(CudaBackend.row_groups)
     seed = _on_host(CudaBackend.seed)

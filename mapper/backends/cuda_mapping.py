@@ -91,6 +91,11 @@ class CudaBackend(Backend):
             self._index_of = index
         return self._index
 
+    def start(self):
+        """The device layer started (a GPU's CUDA context made: about 0.1 s, mostly in the driver, which
+        PyCUDA calls without the interpreter's lock, so the index opens meanwhile; see Backend.start)."""
+        cuda.start()
+
     def load(self, index, memory=None):
         """The index and the reference codes to device memory (and the CUDA context made) before the first
         batch; in parts (index_parts.py) when they need more than they may take: with `memory` (--gpu-memory),

@@ -40,6 +40,11 @@ def driver():
     return drv
 
 
+def start():
+    """The process's CUDA context made now (the first driver() call), not by the first buffer or kernel."""
+    driver()
+
+
 def code_defines():
     """The -D constants of the 2-bit code (kernels/common.cuh)."""
     return {**{f"CODE_{b}": i for i, b in enumerate(BASES)}, "CODE_N": CODE_N}

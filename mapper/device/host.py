@@ -217,6 +217,10 @@ def shifted(buffer, by):
     return np.intp(buffer.ctypes.data - int(by))
 
 
+def start():
+    """Nothing to start on the host (cuda.start's counterpart)."""
+
+
 def free_memory():
     return 1 << 50  # host memory is the page cache's: the index is never cut into parts here
 
