@@ -94,6 +94,23 @@ def test_index_of_another_version(gkmap, tmp_path):
     one_line_error(err, "version 999", "gkmap index")
 
 
+@pytest.mark.parametrize("device", ["cpu", "cuda", "auto"])
+def test_index_error_comes_before_the_device(gkmap, tmp_path, device):
+    """The index opens in a thread while the backend starts (pipeline._open_index_and_backend): a damaged
+    index is still the error reported, on a machine with a GPU or without one (where `--device cuda` fails
+    too), and a missing reference before either."""
+    folder = tmp_path / "idx"
+    assert gkmap("index", "--quiet", "--index", folder, MEASLES)[0] == 0
+    (folder / "meta.json").write_text("{")
+    code, err = gkmap("map", "--device", device, "--index", folder, MEASLES, READS / "measles_Hm2_HiSeq_R1.fastq.gz")
+    assert code == 1
+    one_line_error(err, str(folder))
+    code, err = gkmap("map", "--device", device, "--index", folder, tmp_path / "nope.fa",
+                      READS / "measles_Hm2_HiSeq_R1.fastq.gz")
+    assert code == 1
+    one_line_error(err, "nope.fa", "no such file")
+
+
 def test_index_of_another_reference(gkmap, index_dir, tmp_path):
     other = tmp_path / "other.fa"
     other.write_text(">x\n" + "ACGT" * 100 + "\n")
