@@ -14,21 +14,50 @@ SUBSTITUTION_RATE = 0.01
 INDEL_READS = 0.10
 
 
-def valid_starts(reference, span):
-    """Global starts of N-free windows of `span` bases inside one contig (int64 arrays of the genome's size:
-    a genome of billions of bases draws its starts otherwise, e.g. scripts/genome_proxy.py)."""
+CHUNK = 1 << 24  # window starts draw_starts looks at a time (its memory: about 12 bytes a start of a piece)
+
+
+def draw_starts(reference, span, n, rng):
+    """n global starts of N-free windows of `span` bases inside one contig, drawn uniformly with replacement:
+    rng.choice over every such start (the draw `rng.integers(0, how many, n)`, the k-th start in genome
+    order), without an array of the genome's size: the genome is read in CHUNK pieces twice, once to count
+    each piece's starts and once to pick those drawn, so a human genome simulates in a few hundred MB."""
+    pieces = range(0, max(len(reference.codes) - span + 1, 0), CHUNK)
+    counts = np.array([np.count_nonzero(_valid(reference, span, a)) for a in pieces], dtype=np.int64)
+    total = int(counts.sum())
+    if total == 0 and n:
+        raise ValueError(f"no N-free window of {span} bases inside a contig to draw reads from")
+    drawn = rng.integers(0, total, size=n) if n else np.zeros(0, dtype=np.int64)
+    before = np.cumsum(counts) - counts
+    piece = np.searchsorted(before, drawn, side="right") - 1
+    out = np.empty(n, dtype=np.int64)
+    for k in np.unique(piece).tolist():
+        mine = np.flatnonzero(piece == k)
+        out[mine] = pieces[k] + np.flatnonzero(_valid(reference, span, pieces[k]))[drawn[mine] - before[k]]
+    return out
+
+
+def _valid(reference, span, a):
+    """bool per start in [a, a + CHUNK) (up to the genome's last): whether its `span` bases hold no N and
+    lie inside one contig."""
     codes = reference.codes
-    n_before = np.concatenate([[0], np.cumsum(codes == CODE_N)])
-    starts = np.arange(len(codes) - span + 1)
-    ok = n_before[starts + span] == n_before[starts]
-    contig = np.searchsorted(reference.starts, starts, side="right") - 1
-    return starts[ok & (starts + span <= reference.ends[contig])]
+    b = min(a + CHUNK, len(codes) - span + 1)
+    n_before = np.zeros(b - a + span, dtype=np.int32)
+    np.cumsum(codes[a:b + span - 1] == CODE_N, out=n_before[1:])
+    ok = n_before[span:] == n_before[:b - a]
+    inside = np.zeros(b - a, dtype=bool)
+    first = np.searchsorted(reference.ends, a, side="right")  # the contigs that reach into [a, b)
+    for lo, hi in zip(reference.starts[first:].tolist(), reference.ends[first:].tolist()):
+        if lo >= b:
+            break
+        inside[max(lo, a) - a:max(min(hi - span + 1, b), a) - a] = True
+    return ok & inside
 
 
 def simulate(reference, n, length, seed=11):
     """List of (name, sequence) for n reads of `length` bases."""
     rng = np.random.default_rng(seed)
-    starts = rng.choice(valid_starts(reference, length + 2), size=n)
+    starts = draw_starts(reference, length + 2, n, rng)
     return simulate_at(reference, starts, length, rng)
 
 

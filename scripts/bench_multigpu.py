@@ -139,13 +139,12 @@ def simulate_reads(genome, index_dir, n, length, path, seed=11):
     copies keep chr20's N runs; chr20 has one contig). Cut into parts simulated on all cores (the model is
     a Python loop, ~10 us a read); the same reads for a seed and n, whatever the cores."""
     from mapper.index import open_index
-    from mapper.simulate import valid_starts
+    from mapper.simulate import draw_starts
     reference = open_index(str(genome), None, str(index_dir)).reference
     first = SimpleNamespace(codes=reference.codes[:reference.ends[0]], starts=reference.starts[:1],
                             ends=reference.ends[:1])
     rng = np.random.default_rng(seed)
-    valid = valid_starts(first, length + 2)
-    starts = valid[rng.integers(0, len(valid), size=n)] + \
+    starts = draw_starts(first, length + 2, n, rng) + \
         np.asarray(reference.starts)[rng.integers(0, len(reference.starts), size=n)]
     parts = max(1, min(64, -(-n // 50_000)))
     bounds = [n * i // parts for i in range(parts + 1)]

@@ -42,7 +42,7 @@ from mapper.neighbourhood.seeding import substitution_masks
 from mapper.options import MapOptions
 from mapper.runners import map_reads
 from mapper.reference import read_fasta
-from mapper.simulate import valid_starts
+from mapper.simulate import draw_starts
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("GKMAP_SHARED_DATA") or ROOT.parent / "shared" / "data")
@@ -99,7 +99,7 @@ def three_substitution_reads(genome, n, path, length=40, seed=11):
     """FASTQ of n reads with exactly 3 substitutions (module docstring); names carry the truth."""
     reference = read_fasta(genome, path.with_suffix(".fai"))
     rng = np.random.default_rng(seed)
-    starts = rng.choice(valid_starts(reference, length), size=n)
+    starts = draw_starts(reference, length, n, rng)
     seqs = reference.codes[starts[:, None] + np.arange(length)]
     where = np.argsort(rng.random((n, length)), axis=1)[:, :3]
     at = (np.arange(n)[:, None], where)

@@ -324,7 +324,7 @@ def write_record(out, name, codes):
 
 def window_starts(codes, n, span, rng):
     """n starts of N-free windows of `span` bases in one contig, uniform over such windows (rejection, so
-    no array of the contig's size is built as simulate.valid_starts would)."""
+    no array of the contig's size is built; simulate.draw_starts reads the genome twice in pieces instead)."""
     found = []
     have, tries = 0, 0
     while have < n:
