@@ -110,6 +110,10 @@ class MapOptions:
             raise UsageError(f"--output-fmt must be one of {', '.join(OUTPUT_FORMATS)}, not {self.output_format!r}")
         if self.sort and not self.bam:
             raise UsageError("--sort writes a coordinate-sorted BAM: add --output-fmt bam or an -o ending in .bam")
+        if not self.bam and self.output is not None and str(self.output).endswith(".gz"):
+            raise UsageError(f"-o {self.output}: gkmap does not write gzip-compressed SAM; write BAM (-o "
+                             f"{str(self.output)[:-3].removesuffix('.sam')}.bam) or pipe the SAM: -o - | bgzip > "
+                             f"{self.output}")
         if self.memory < 1 << 20:
             raise UsageError(f"--memory must be at least 1M, not {self.memory} bytes")
         if self.sort_memory < 1 << 20:

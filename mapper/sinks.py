@@ -10,8 +10,8 @@ sinks only write them. A text is a str or a file a render process left (render.S
 The sinks:
     sam         the records (-o; stdout when None or '-'), with the header: SAM, or BAM (`Format`:
                 --output-fmt bam or an -o ending in .bam; coordinate-sorted with --sort; mapper/bam.py)
-    unmapped    the unmapped reads as FASTQ/FASTA (--unmapped)
-    candidates  every candidate before the filter as pair lines (--dump-candidates)
+    unmapped    the unmapped reads as FASTQ/FASTA (--unmapped; gzip-compressed when its name ends in .gz)
+    candidates  every candidate before the filter as pair lines (--dump-candidates; gzip likewise)
     oea         paired runs: one-end-anchored mates, SAM with the header (OUT_OEA.sam)
     divet       paired runs: discordant pairs, VariationHunter's DIVET lines (OUT_DIVET.vh)
 """
@@ -24,6 +24,7 @@ from mapper.outputs import BackgroundWriter, atomic_output
 from mapper.sam import header
 
 WITH_HEADER = ("sam", "oea")   # the sinks that are SAM files
+GZIP_NAMED = ("unmapped", "candidates")  # the sinks written gzip-compressed when their path ends in .gz
 
 
 def run_header(reference, opts):
@@ -88,6 +89,29 @@ def _bam_write(bam, text):
         bam.write(_as_bytes(text))
 
 
+def _gzip_write(gz, text):
+    gz.write(_as_bytes(text))
+
+
+class _GzipSink:
+    """A text file written gzip-compressed (GZIP_NAMED) by xopen's threaded compressor (isal). Texts go in as
+    bytes: a render process's file is read, not sent by the kernel, which would bypass the compressor."""
+
+    def __init__(self, handle, threads):
+        from xopen import xopen  # only for such outputs
+        self.gz = xopen(handle, "wb", format="gz", threads=threads)
+        self.writer = BackgroundWriter(self.gz, write=_gzip_write)
+
+    def close(self):
+        self.writer.close()
+        self.gz.close()
+
+    def abort(self):
+        self.writer.close(raise_error=False)
+        with contextlib.suppress(Exception):  # the file is removed: only the first error counts
+            self.gz.close()
+
+
 class _BamSink:
     """BAM from the rendered SAM text (mapper/bam.py), encoded and compressed off the mapping thread."""
 
@@ -125,6 +149,8 @@ class Sinks:
             handle = stack.enter_context(atomic_output(path, "wb"))
             folder = os.path.dirname(os.path.abspath(path)) if path not in (None, "-") else None
             return _BamSink(handle, self._head, self._form, folder)
+        if name in GZIP_NAMED and path not in (None, "-") and str(path).endswith(".gz"):
+            return _GzipSink(stack.enter_context(atomic_output(path, "wb")), self._form.threads)
         return _TextSink(stack.enter_context(atomic_output(path)), self._head if name in WITH_HEADER else "")
 
     def __enter__(self):

@@ -52,9 +52,10 @@ def add_arguments(parser):
                    help="coordinate-sorted BAM, for samtools index (external merge within --sort-memory)")
     o.add_argument("--sort-memory", metavar="SIZE", default="768M",
                    help="records --sort holds in memory before it spills a sorted run to disk")
-    o.add_argument("--unmapped", metavar="FILE", default=d.unmapped, help="also write unmapped reads (FASTQ/FASTA)")
+    o.add_argument("--unmapped", metavar="FILE", default=d.unmapped, help="also write unmapped reads (FASTQ/FASTA; gzip-compressed when FILE ends in .gz)")
     o.add_argument("--dump-candidates", metavar="FILE", default=d.dump_candidates,
-                   help="also write every candidate before the filter as a pair line '<reference segment>\\t<read>'")
+                   help="also write every candidate before the filter as a pair line '<reference segment>\\t<read>' "
+                        "(gzip-compressed when FILE ends in .gz)")
     o.add_argument("-R", dest="read_group", metavar="RG_LINE", default=d.read_group,
                    help="read group header line, e.g. '@RG\\tID:x\\tSM:y' ('\\t' for tabs, one ID), as bwa's -R: "
                         "the @RG line goes into the header and RG:Z:ID onto every record")
