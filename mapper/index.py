@@ -620,6 +620,11 @@ def open_index(ref_path, ws=None, index_dir=None):
     if not built:
         log.info("no index in %s: building it", folder)
         return build_index(ref_path, ws or DEFAULT_WS, folder)
+    return load_for(ref_path, ws, folder)
+
+
+def load_for(ref_path, ws, folder):
+    """The index in `folder` (find_index's, which holds one), loaded and checked against --ws `ws`."""
     index = load_index(ref_path, folder)
     if ws is not None and ws != index.ws:
         raise UsageError(f"--ws {ws} asked, but the index {folder} has ws {index.ws}; "

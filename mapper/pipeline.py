@@ -13,8 +13,8 @@ Per batch:
 import contextlib
 import logging
 import sys
+import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, fields
 
 import numpy as np
@@ -23,7 +23,7 @@ from mapper.backends import get_backend
 from mapper.device.cuda import build_seconds
 from mapper.errors import UsageError
 from mapper.filters.windows import MODES as FILTER_MODES, candidate_pairs
-from mapper.index import find_index, open_index
+from mapper.index import find_index, load_for, open_index
 from mapper.options import MAX_E
 from mapper.render import batch_loci
 from mapper.seeding import SeedStats, strand_rows
@@ -206,24 +206,47 @@ def open_mapping(opts):
 
 
 def _open_index_and_backend(opts):
-    """(index, backend started): an existing index opens (its files read, its offsets checked) in a thread
+    """(index, backend started): an existing index loads (its files read, its offsets checked) in a thread
     while the backend starts (the cuda backend's driver and context: about a quarter of a second, much of it
     in the driver without the interpreter's lock); one to build is built here first, where Ctrl-C stops it.
-    The index's error comes first, as when it opened before the backend."""
+    The index's error comes first, as when it opened before the backend; Ctrl-C waits for neither."""
     folder, built = find_index(opts.reference, opts.index_dir)
     if not built:
         index = open_index(opts.reference, opts.ws, folder)
         backend = get_backend(opts.device, opts.threads, opts.memory)
         backend.start()
         return index, backend
-    with ThreadPoolExecutor(1, thread_name_prefix="gkmap-index") as opener:
-        opening = opener.submit(open_index, opts.reference, opts.ws, folder)
+    loading = _InThread("gkmap-index", load_for, opts.reference, opts.ws, folder)
+    try:
+        backend = get_backend(opts.device, opts.threads, opts.memory)
+        backend.start()
+    except Exception:
+        loading.result()
+        raise
+    return loading.result(), backend
+
+
+class _InThread:
+    """`function(*args)` run in a daemon thread. result() waits for it, then returns its value or raises its
+    error; a signal's exception (Ctrl-C) interrupts the wait, and the process's exit abandons the thread
+    (a pool's thread would be waited for, at its shutdown and again at exit)."""
+
+    def __init__(self, name, function, *args):
+        self._done = {}
+        self._thread = threading.Thread(target=self._run, args=(function, args), name=name, daemon=True)
+        self._thread.start()
+
+    def _run(self, function, args):
         try:
-            backend = get_backend(opts.device, opts.threads, opts.memory)
-            backend.start()
-        finally:
-            index = opening.result()
-    return index, backend
+            self._done["value"] = function(*args)
+        except BaseException as error:  # handed to the caller's thread
+            self._done["error"] = error
+
+    def result(self):
+        self._thread.join()
+        if "error" in self._done:
+            raise self._done["error"]
+        return self._done["value"]
 
 
 def filter_setting(name, backend):

@@ -385,6 +385,50 @@ def test_signal_ends_the_run_cleanly(data, tmp_path, threads, signum):
     assert _wait_until(lambda: not _semaphores_left(semaphores), 10), "semaphores left behind"
 
 
+# the index loads in a thread while the backend starts (pipeline._open_index_and_backend): a child whose
+# load or backend start is made to hang, so that Ctrl-C comes while the main thread waits on it
+_HANGING = """
+import sys, time
+import mapper.pipeline as pipeline
+from mapper.errors import IndexFormatError
+def load_for(*args):
+    if sys.argv[1] == "load":
+        sys.stderr.write("WAITING\\n"); sys.stderr.flush()
+        time.sleep(60)
+    time.sleep(0.1)
+    raise IndexFormatError("idx: damaged index (made so by the test)")
+real = pipeline.get_backend
+def get_backend(*args):
+    backend = real(*args)
+    if sys.argv[1] == "start":
+        sys.stderr.write("WAITING\\n"); sys.stderr.flush()
+        time.sleep(60)
+    return backend
+pipeline.load_for, pipeline.get_backend = load_for, get_backend
+from mapper.cli import main
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+@pytest.mark.parametrize("hang", ["load", "start"])
+def test_ctrl_c_while_the_index_loads_beside_the_backend(data, tmp_path, hang):
+    """Ctrl-C ends the run at once whether the main thread waits on the index's thread (`load`) or is
+    starting the backend while the index fails to load (`start`): exit 130, not the index's error, and
+    neither the thread nor anything else is waited for."""
+    argv = [sys.executable, "-c", _HANGING, hang, "map", "--quiet", "--device", "cpu", "--index",
+            str(data / "idx"), "-o", str(tmp_path / "out.sam"), str(data / "ref.fa"), str(data / "reads.fq")]
+    process = subprocess.Popen(argv, cwd=ROOT, stderr=subprocess.PIPE, text=True, preexec_fn=_default_signals)
+    assert process.stderr.readline() == "WAITING\n"
+    time.sleep(0.3)
+    began = time.perf_counter()
+    os.killpg(process.pid, signal.SIGINT)
+    err = _ended(process, 20)
+    assert process.returncode == 130, err
+    assert time.perf_counter() - began < 5
+    one_line_error(err, "interrupted by SIGINT")
+    assert os.listdir(tmp_path) == []
+
+
 def test_sigkill_leftovers_do_not_disturb_the_next_run(data, tmp_path):
     process = _start_map(data, tmp_path, 4)
     _started(process, tmp_path, 4)
