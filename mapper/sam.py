@@ -142,40 +142,48 @@ def _read_fields(batch, needed, prefix=b"\t*\t0\t0\t", middle=b"\t"):
     input QUAL '*'.
 
     Each read's bytes are copied into a row of a [reads, width] table as one slice (shorter reads padded
-    to the longest, the padding dropped afterwards), and the rows are decoded and split at once."""
+    to the longest, the padding dropped afterwards), and the rows are decoded and split at once; reads of
+    lengths far apart get tables of their own (_by_length)."""
     out = np.empty(needed.shape, dtype=object)
     fastq = batch.qual is not None
     prefix, middle = np.frombuffer(prefix, dtype=np.uint8), np.frombuffer(middle, dtype=np.uint8)
     for side in (0, 1):
-        reads = np.flatnonzero(needed[side])
-        if not len(reads):
+        chosen = np.flatnonzero(needed[side])
+        if not len(chosen):
             continue
-        length = batch.starts[reads + 1] - batch.starts[reads]
-        widest = max(int(length.max()), 1)
-        seq_at = len(prefix)
-        qual_at = seq_at + widest + len(middle)
-        rows = np.empty((len(reads), qual_at + (widest if fastq else 1) + 1), dtype=np.uint8)
-        rows[:, :seq_at] = prefix
-        rows[:, seq_at:seq_at + widest] = _slices(batch.seq, batch.starts, reads, widest, side, COMPLEMENT_ASCII)
-        rows[:, seq_at + widest:qual_at] = middle
-        if fastq:
-            rows[:, qual_at:-1] = _slices(batch.qual, batch.starts, reads, widest, side, None)
-            rows[length == 0, qual_at] = ord("*")
-        else:
-            rows[:, qual_at] = ord("*")
-        rows[length == 0, seq_at] = ord("*")
-        rows[:, -1] = SEPARATOR
-        shown = np.maximum(length, 1)
-        if (shown == widest).all():
-            text = rows.ravel()
-        else:  # drop each row's padding after its SEQ and QUAL
-            column = np.arange(rows.shape[1])
-            padding = (column >= seq_at + shown[:, None]) & (column < seq_at + widest)
-            if fastq:
-                padding |= (column >= qual_at + shown[:, None]) & (column < rows.shape[1] - 1)
-            text = rows[~padding]
-        out[side, reads] = text[:-1].tobytes().decode("ascii").split("\n")
+        for group in _by_length(batch.starts[chosen + 1] - batch.starts[chosen]):
+            reads = chosen[group]
+            out[side, reads] = _field_rows(batch, reads, side, prefix, middle, fastq)
     return out
+
+
+def _field_rows(batch, reads, side, prefix, middle, fastq):
+    """_read_fields' texts of `reads` on strand `side`, as a list."""
+    length = batch.starts[reads + 1] - batch.starts[reads]
+    widest = max(int(length.max()), 1)
+    seq_at = len(prefix)
+    qual_at = seq_at + widest + len(middle)
+    rows = np.empty((len(reads), qual_at + (widest if fastq else 1) + 1), dtype=np.uint8)
+    rows[:, :seq_at] = prefix
+    rows[:, seq_at:seq_at + widest] = _slices(batch.seq, batch.starts, reads, widest, side, COMPLEMENT_ASCII)
+    rows[:, seq_at + widest:qual_at] = middle
+    if fastq:
+        rows[:, qual_at:-1] = _slices(batch.qual, batch.starts, reads, widest, side, None)
+        rows[length == 0, qual_at] = ord("*")
+    else:
+        rows[:, qual_at] = ord("*")
+    rows[length == 0, seq_at] = ord("*")
+    rows[:, -1] = SEPARATOR
+    shown = np.maximum(length, 1)
+    if (shown == widest).all():
+        text = rows.ravel()
+    else:  # drop each row's padding after its SEQ and QUAL
+        column = np.arange(rows.shape[1])
+        padding = (column >= seq_at + shown[:, None]) & (column < seq_at + widest)
+        if fastq:
+            padding |= (column >= qual_at + shown[:, None]) & (column < rows.shape[1] - 1)
+        text = rows[~padding]
+    return text[:-1].tobytes().decode("ascii").split("\n")
 
 
 def _slices(buffer, starts, reads, width, reverse, complement):
@@ -194,20 +202,35 @@ def unmapped_records(batch, reads):
     """The reads `reads` of a batch as FASTQ (or FASTA for FASTA input), for --unmapped: '@' (or '>') and the
     name, the bases, and for FASTQ '+' and the qualities, each on its line (an empty read's lines empty).
 
-    Built as a table, not read by read (a read without a locus is common in real data): a row per read
-    holds its record with names and reads padded by NUL bytes to the longest, which one pass over the text
-    then drops (names are printable ASCII, bases letters and qualities '!' to '~': reads.check_batch)."""
+    Built as tables, not read by read (a read without a locus is common in real data): a row per read holds
+    its record with names and reads padded by NUL bytes to the longest of its table, which one pass over
+    the text then drops (names are printable ASCII, bases letters and qualities '!' to '~':
+    reads.check_batch). Reads of lengths far apart go into tables of their own (_by_length), each row then
+    ended by a byte that splits them, and the records are joined in read order."""
     if not len(reads):
         return ""
+    length = batch.starts[reads + 1] - batch.starts[reads]
+    groups = _by_length(length)
+    if len(groups) == 1:
+        return _unmapped_table(batch, reads, length, b"").decode("ascii")
+    out = np.empty(len(reads), dtype=object)
+    for group in groups:
+        out[group] = _unmapped_table(batch, reads[group], length[group], b"\1").decode("ascii").split("\1")[:-1]
+    return "".join(out.tolist())
+
+
+def _unmapped_table(batch, reads, length, end):
+    """unmapped_records' text of `reads` (their lengths `length`), each record followed by `end`, as bytes."""
     fastq = batch.qual is not None
     names = np.asarray(np.asarray(batch.names, dtype=object)[reads], dtype=bytes)
-    length = batch.starts[reads + 1] - batch.starts[reads]
     widest = max(int(length.max()), 1)
     seq_at = 2 + names.itemsize
-    rows = np.empty((len(reads), seq_at + widest + 1 + (2 + widest + 1 if fastq else 0)), dtype=np.uint8)
+    width = seq_at + widest + 1 + (2 + widest + 1 if fastq else 0)
+    rows = np.empty((len(reads), width + len(end)), dtype=np.uint8)
     rows[:, 0] = ord("@" if fastq else ">")
     rows[:, 1:seq_at - 1] = names.view(np.uint8).reshape(len(reads), -1)
-    rows[:, seq_at - 1] = rows[:, seq_at + widest] = rows[:, -1] = ord("\n")
+    rows[:, seq_at - 1] = rows[:, seq_at + widest] = rows[:, width - 1] = ord("\n")
+    rows[:, width:] = np.frombuffer(end, dtype=np.uint8)
     padding = np.arange(widest) >= length[:, None]
     sources = [(seq_at, batch.seq)] + ([(seq_at + widest + 3, batch.qual)] if fastq else [])
     for at, source in sources:
@@ -217,4 +240,16 @@ def unmapped_records(batch, reads):
     if fastq:
         rows[:, seq_at + widest + 1] = ord("+")
         rows[:, seq_at + widest + 2] = ord("\n")
-    return rows.tobytes().replace(b"\0", b"").decode("ascii")
+    return rows.tobytes().replace(b"\0", b"")
+
+
+def _by_length(length):
+    """Index arrays into `length` grouping reads whose lengths share a power-of-two class (1, 2, 3-4, 5-8,
+    ...), so that a table padded to its longest read holds at most about twice its reads' bytes: one long
+    read among short ones costs its own length, not all of theirs (reads.py's promise). One group, all the
+    reads in order, when they share one class (the usual batch)."""
+    kind = np.ceil(np.log2(np.maximum(length, 1))).astype(np.int64)
+    if (kind == kind[0]).all():
+        return [np.arange(len(length))]
+    order = np.argsort(kind, kind="stable")
+    return np.split(order, np.flatnonzero(np.diff(kind[order])) + 1)

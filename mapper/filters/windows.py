@@ -51,16 +51,24 @@ def candidate_pairs(rows, cands, reference):
     first diagonal), the read is on the candidate's strand; any non-ACGT letter is written N."""
     if not len(cands):
         return ""
+    # a table per group of one read length (rows in the group's candidate order), no Python step per
+    # candidate; with several groups their lines are put back in candidate order and joined
     parts = list(groups(rows, cands))
-    # a row per candidate, in candidate order, each line padded with NUL bytes to the longest (reads of
-    # several lengths), which one pass over the text drops: no Python step per candidate
-    table = np.zeros((len(cands), 2 * max(L for _, L, _ in parts) + 2), dtype=np.uint8)
-    for members, L, e in parts:
-        read_start = rows.start[cands.row[members]]
-        line = np.empty((len(members), 2 * L + 2), dtype=np.uint8)
-        line[:, :L] = READ_ASCII[host_rows(reference.codes, *spans("faithful", rows, cands, reference, members, L, e))]
-        line[:, L] = ord("\t")
-        line[:, L + 1:2 * L + 1] = READ_ASCII[host_rows(rows.codes, read_start, read_start, read_start + L, L)]
-        line[:, 2 * L + 1] = ord("\n")
-        table[members, :2 * L + 2] = line
-    return table.tobytes().replace(b"\0", b"").decode("ascii")
+    texts = [_pair_lines(rows, cands, reference, members, L, e) for members, L, e in parts]
+    if len(parts) == 1 and (parts[0][0] == np.arange(len(cands))).all():
+        return texts[0]
+    lines = np.empty(len(cands), dtype=object)
+    for (members, _, _), text in zip(parts, texts):
+        lines[members] = text.split("\n")[:-1]
+    return "\n".join(lines.tolist()) + "\n"
+
+
+def _pair_lines(rows, cands, reference, members, L, e):
+    """candidate_pairs' lines of the candidates `members` (reads of length L), each with its line break."""
+    read_start = rows.start[cands.row[members]]
+    line = np.empty((len(members), 2 * L + 2), dtype=np.uint8)
+    line[:, :L] = READ_ASCII[host_rows(reference.codes, *spans("faithful", rows, cands, reference, members, L, e))]
+    line[:, L] = ord("\t")
+    line[:, L + 1:2 * L + 1] = READ_ASCII[host_rows(rows.codes, read_start, read_start, read_start + L, L)]
+    line[:, 2 * L + 1] = ord("\n")
+    return line.tobytes().decode("ascii")

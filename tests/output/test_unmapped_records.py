@@ -57,3 +57,36 @@ def test_empty_reads_and_edges(fastq):
     assert _parsed(text, fastq) == _expected(batch, reads.tolist())
     assert unmapped_records(batch, np.array([4])) == ("@r4\nGAT\n+\n~5+\n" if fastq else ">r4\nGAT\n")
     assert unmapped_records(batch, np.array([], dtype=np.int64)) == ""
+
+
+def test_one_base_read_with_quality_star():
+    """A read of one base whose quality is '*' (Phred 9) keeps it: an empty line would be no FASTQ."""
+    batch = ReadBatch(["r"], np.frombuffer(b"A", dtype=np.uint8), np.frombuffer(b"*", dtype=np.uint8),
+                      np.array([0, 1], dtype=np.int64))
+    assert unmapped_records(batch, np.array([0])) == "@r\nA\n+\n*\n"
+
+
+def test_one_long_read_costs_its_own_length():
+    """20,000 reads of 100 bases and one of 50,000: the tables of the unmapped records and of the SAM's
+    SEQ/QUAL fields hold each read at most about twice (reads.py: one long read among short ones costs its
+    own length); padded to the longest they took 5 GB and 8 GB."""
+    import tracemalloc
+
+    from mapper.sam import _read_fields
+    rng = np.random.default_rng(2)
+    lengths = np.r_[np.full(20_000, 100), 50_000]
+    starts = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    seq = rng.choice(np.frombuffer(b"ACGT", dtype=np.uint8), int(starts[-1]))
+    qual = rng.integers(33, 75, int(starts[-1])).astype(np.uint8)
+    batch = ReadBatch([f"r{i}" for i in range(len(lengths))], seq, qual, starts)
+    reads = np.arange(len(lengths))
+    tracemalloc.start()
+    try:
+        text = unmapped_records(batch, reads)
+        fields = _read_fields(batch, np.ones((2, len(lengths)), dtype=bool))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 200 << 20, f"{peak >> 20} MB"
+    assert _parsed(text, True) == _expected(batch, reads.tolist())
+    assert len(fields[0, -1]) == len("\t*\t0\t0\t") + 2 * 50_000 + 1
