@@ -47,9 +47,8 @@ def _valid(reference, span, a):
     ok = n_before[span:] == n_before[:b - a]
     inside = np.zeros(b - a, dtype=bool)
     first = np.searchsorted(reference.ends, a, side="right")  # the contigs that reach into [a, b)
-    for lo, hi in zip(reference.starts[first:].tolist(), reference.ends[first:].tolist()):
-        if lo >= b:
-            break
+    last = np.searchsorted(reference.starts, b, side="left")
+    for lo, hi in zip(reference.starts[first:last].tolist(), reference.ends[first:last].tolist()):
         inside[max(lo, a) - a:max(min(hi - span + 1, b), a) - a] = True
     return ok & inside
 
