@@ -89,47 +89,49 @@ def _bam_write(bam, text):
         bam.write(_as_bytes(text))
 
 
-def _gzip_write(gz, text):
-    gz.write(_as_bytes(text))
+class _EncodingSink:
+    """A file whose texts pass through an encoder (gzip, BAM) on the background writer's thread."""
+
+    def __init__(self, encoder, write):
+        self.encoder = encoder
+        self.writer = BackgroundWriter(encoder, write=write)
+
+    def close(self):
+        self.writer.close()
+        self.encoder.close()
+
+    def abort(self):
+        self.writer.close(raise_error=False)
+        self.encoder.abort()
 
 
-class _GzipSink:
-    """A text file written gzip-compressed (GZIP_NAMED) by xopen's threaded compressor (isal). Texts go in as
-    bytes: a render process's file is read, not sent by the kernel, which would bypass the compressor."""
+class _Gzip:
+    """xopen's threaded gzip writer (isal) over an open file, with the abort the sinks ask of an encoder."""
 
     def __init__(self, handle, threads):
         from xopen import xopen  # only for such outputs
-        self.gz = xopen(handle, "wb", format="gz", threads=threads)
-        self.writer = BackgroundWriter(self.gz, write=_gzip_write)
-
-    def close(self):
-        self.writer.close()
-        self.gz.close()
+        self._gz = xopen(handle, "wb", format="gz", threads=threads)
+        self.write, self.close = self._gz.write, self._gz.close
 
     def abort(self):
-        self.writer.close(raise_error=False)
         with contextlib.suppress(Exception):  # the file is removed: only the first error counts
-            self.gz.close()
+            self._gz.close()
 
 
-class _BamSink:
+def _gzip_sink(handle, threads):
+    """A text file written gzip-compressed (GZIP_NAMED). Texts go in as bytes: a render process's file is
+    read, not sent by the kernel, which would bypass the compressor."""
+    return _EncodingSink(_Gzip(handle, threads), lambda gz, text: gz.write(_as_bytes(text)))
+
+
+def _bam_sink(handle, head, form, folder):
     """BAM from the rendered SAM text (mapper/bam.py), encoded and compressed off the mapping thread."""
-
-    def __init__(self, handle, head, form, folder):
-        from mapper.bam import BamWriter, SortedBamWriter  # BAM runs only: kept out of every SAM run's start-up
-        if form.sort:
-            self.bam = SortedBamWriter(handle, head, form.threads, memory=form.sort_memory, temp_dir=folder)
-        else:
-            self.bam = BamWriter(handle, head, form.threads)
-        self.writer = BackgroundWriter(self.bam, write=_bam_write)
-
-    def close(self):
-        self.writer.close()
-        self.bam.close()
-
-    def abort(self):
-        self.writer.close(raise_error=False)
-        self.bam.abort()
+    from mapper.bam import BamWriter, SortedBamWriter  # BAM runs only: kept out of every SAM run's start-up
+    if form.sort:
+        bam = SortedBamWriter(handle, head, form.threads, memory=form.sort_memory, temp_dir=folder)
+    else:
+        bam = BamWriter(handle, head, form.threads)
+    return _EncodingSink(bam, _bam_write)
 
 
 class Sinks:
@@ -148,9 +150,9 @@ class Sinks:
         if name == "sam" and self._form.bam:
             handle = stack.enter_context(atomic_output(path, "wb"))
             folder = os.path.dirname(os.path.abspath(path)) if path not in (None, "-") else None
-            return _BamSink(handle, self._head, self._form, folder)
+            return _bam_sink(handle, self._head, self._form, folder)
         if name in GZIP_NAMED and path not in (None, "-") and str(path).endswith(".gz"):
-            return _GzipSink(stack.enter_context(atomic_output(path, "wb")), self._form.threads)
+            return _gzip_sink(stack.enter_context(atomic_output(path, "wb")), self._form.threads)
         return _TextSink(stack.enter_context(atomic_output(path)), self._head if name in WITH_HEADER else "")
 
     def __enter__(self):
