@@ -54,6 +54,11 @@ def _windows(codes, starts, L):
     return sliding_window_view(codes, L)[starts]
 
 
+def decimals(number):
+    """The decimal text of each of the non-negative ints `number` (a list of str), spelled all at once."""
+    return spell(number, np.full((len(number), 1), SEPARATOR, dtype=np.uint8))
+
+
 def spell(number, letters):
     """The texts of a token stream, split at SEPARATOR: token t is the decimal `number[t]` (nothing where
     negative) followed by the non-zero bytes of `letters[t]` (uint8 [T, k], zeros last); the last token's

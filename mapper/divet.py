@@ -19,7 +19,8 @@ import re
 
 import numpy as np
 
-from mapper.align import SEPARATOR, all_m_mismatches, spell
+from mapper.align import all_m_mismatches, decimals
+from mapper.sam import _labels
 
 INDEL_FACTOR = 0.0003        # per inserted or deleted base (mrFAST: indel rate 1e-4 + Illumina indel errors 2e-4)
 MISMATCH_FLOOR = 0.001       # a mismatch costs 0.001 + its base's error probability 10^(-Q/10)
@@ -123,8 +124,7 @@ def divet_text(qnames, reference, m1, a, m2, b, letters, codes, probabilities, q
     numbers = np.stack([m1.start[a] - reference.starts[c1] + 1, m1.end[a] - reference.starts[c1],
                         m2.start[b] - reference.starts[c2] + 1, m2.end[b] - reference.starts[c2],
                         m1.edits[a].astype(np.int64) + m2.edits[b]], axis=1)
-    spelled = np.array(spell(numbers.ravel(), np.full((numbers.size, 1), SEPARATOR, dtype=np.uint8)),
-                       dtype=object).reshape(n, 5)
+    spelled = np.array(decimals(numbers.ravel()), dtype=object).reshape(n, 5)
     strand = np.array(["\tF\t", "\tR\t"], dtype=object)
     names = np.array([f"{name}\t" for name in reference.names] + ["=\t"], dtype=object)
     table = np.empty((n, 16), dtype=object)
@@ -136,12 +136,7 @@ def divet_text(qnames, reference, m1, a, m2, b, letters, codes, probabilities, q
     table[:, 7] = names[np.where(c1 == c2, len(reference.names), c2)]
     table[:, 11] = strand[m2.strand[b].astype(np.int64)]
     table[:, 12] = np.array([f"{letter}\t" for letter in letters], dtype=object)[codes]
-    table[:, 14] = _formatted(quality[pair], "\t{:.0f}\t")
-    table[:, 15] = _formatted(probabilities[0] * probabilities[1], "{:e}\n")
+    table[:, 14] = _labels(quality[pair], "\t{:.0f}\t".format)
+    table[:, 15] = _labels(probabilities[0] * probabilities[1], "{:e}\n".format)
     return "".join(table.ravel().tolist())
 
-
-def _formatted(values, pattern):
-    """Object array: pattern.format(v) for each float of `values`, each distinct value formatted once."""
-    distinct, inverse = np.unique(values, return_inverse=True)
-    return np.array(list(map(pattern.format, distinct.tolist())), dtype=object)[inverse]

@@ -14,7 +14,7 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from mapper.version import __version__
-from mapper.align import SEPARATOR, spell
+from mapper.align import SEPARATOR, decimals
 from mapper.alphabet import COMPLEMENT_ASCII
 
 FLAG_UNMAPPED, FLAG_REVERSE, FLAG_SECONDARY = 4, 16, 256
@@ -98,8 +98,7 @@ def batch_records(batch, reference, read, strand, loci, cigars, mds, nms, nh, ma
     pieces[row, 0] = np.array(batch.names, dtype=object)[owner]
     pieces[mapped, 1] = _labels(loci.contig * 4 + flag,
                                 lambda key: f"\t{_FLAGS[key % 4]}\t{reference.names[key // 4]}\t")
-    pieces[mapped, 2] = spell(loci.start - reference.starts[loci.contig] + 1,
-                              np.full((len(read), 1), SEPARATOR, dtype=np.uint8))
+    pieces[mapped, 2] = decimals(loci.start - reference.starts[loci.contig] + 1)
     pieces[mapped, 3] = _labels(np.where(is_secondary, 0, mapq[read]), "\t{}\t".format)
     pieces[mapped, 4] = cigars
     pieces[mapped, 5] = np.where(is_secondary & (not secondary_seq), BARE_SEQ_QUAL, seq_qual[strand, read])
@@ -121,11 +120,11 @@ _FLAGS = (0, FLAG_REVERSE, FLAG_SECONDARY, FLAG_SECONDARY | FLAG_REVERSE)
 
 
 def _labels(values, text):
-    """Object array [len(values)]: text(v) for each of `values` (non-negative ints), each distinct value
-    formatted once. The distinct values are counted over their range where it is small (NM, NH, FLAG and
-    RNAME of a reference with few contigs), else sorted out."""
+    """Object array [len(values)]: text(v) for each of `values` (non-negative ints, or floats), each distinct
+    value formatted once. The distinct ints are counted over their range where it is small (NM, NH, FLAG and
+    RNAME of a reference with few contigs), else, and floats, sorted out."""
     top = int(values.max(initial=0)) + 1
-    if top > 4 * len(values):
+    if values.dtype.kind == "f" or top > 4 * len(values):
         distinct, inverse = np.unique(values, return_inverse=True)
         return np.array([text(v) for v in distinct.tolist()], dtype=object)[inverse]
     table = np.empty(top, dtype=object)

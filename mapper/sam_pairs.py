@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mapper.align import SEPARATOR, spell
+from mapper.align import decimals
 from mapper.sam import FLAG_REVERSE, FLAG_SECONDARY, FLAG_UNMAPPED, _labels, _read_fields
 
 FLAG_PAIRED, FLAG_PROPER, FLAG_MATE_UNMAPPED, FLAG_MATE_REVERSE = 1, 2, 8, 32
@@ -79,18 +79,17 @@ def mate_lines(mates, which, rows, described, qnames, reference, mate_tags=False
     # sliced once per read and strand, joined in one call
     kept = np.where(mapped, np.searchsorted(described.needed, own), -1)
     names = reference.names + ["=", "*"]
-    digits = np.full((n, 1), SEPARATOR, dtype=np.uint8)  # spell's letters: each number a text of its own
     table = np.empty((n, 17), dtype=object)
     table[:, 0] = np.asarray(qnames, dtype=object)[pair]  # an object array already: no copy
     table[:, 1] = _labels(flag, "\t{}\t".format)
     table[:, 2] = np.array([f"{name}\t" for name in names], dtype=object)[rname]
-    table[:, 3] = spell(pos, digits)
+    table[:, 3] = decimals(pos)
     table[:, 4] = _labels(mapq, "\t{}\t".format)
     table[:, 5] = np.array(described.cigars + ["*"], dtype=object)[kept]
     table[:, 6] = np.array([f"\t{name}\t" for name in names], dtype=object)[rnext]
-    table[:, 7] = spell(pnext, digits)
+    table[:, 7] = decimals(pnext)
     table[:, 8] = np.where(tlen < 0, "\t-", "\t")
-    table[:, 9] = spell(np.abs(tlen), digits)
+    table[:, 9] = decimals(np.abs(tlen))
     # each row's "\tSEQ\tQUAL": 0 forward, 1 reversed (SEQ reverse-complemented), 2 '*' (a secondary row
     # without them: --no-secondary-seq)
     shown = np.where((rows.rank > 0) & (not secondary_seq), 2, reverse.astype(np.int64))

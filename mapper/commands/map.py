@@ -52,7 +52,8 @@ def add_arguments(parser):
                    help="coordinate-sorted BAM, for samtools index (external merge within --sort-memory)")
     o.add_argument("--sort-memory", metavar="SIZE", default="768M",
                    help="records --sort holds in memory before it spills a sorted run to disk")
-    o.add_argument("--unmapped", metavar="FILE", default=d.unmapped, help="also write unmapped reads (FASTQ/FASTA; gzip-compressed when FILE ends in .gz)")
+    o.add_argument("--unmapped", metavar="FILE", default=d.unmapped,
+                   help="also write unmapped reads (FASTQ/FASTA; gzip-compressed when FILE ends in .gz)")
     o.add_argument("--dump-candidates", metavar="FILE", default=d.dump_candidates,
                    help="also write every candidate before the filter as a pair line '<reference segment>\\t<read>' "
                         "(gzip-compressed when FILE ends in .gz)")
