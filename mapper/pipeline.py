@@ -211,19 +211,18 @@ def _open_index_and_backend(opts):
     in the driver without the interpreter's lock); one to build is built here first, where Ctrl-C stops it.
     The index's error comes first, as when it opened before the backend; Ctrl-C waits for neither."""
     folder, built = find_index(opts.reference, opts.index_dir)
-    if not built:
+    if built:
+        loaded = _InThread("gkmap-index", load_for, opts.reference, opts.ws, folder).result
+    else:
         index = open_index(opts.reference, opts.ws, folder)
-        backend = get_backend(opts.device, opts.threads, opts.memory)
-        backend.start()
-        return index, backend
-    loading = _InThread("gkmap-index", load_for, opts.reference, opts.ws, folder)
+        loaded = lambda: index  # noqa: E731
     try:
         backend = get_backend(opts.device, opts.threads, opts.memory)
         backend.start()
     except Exception:
-        loading.result()
+        loaded()
         raise
-    return loading.result(), backend
+    return loaded(), backend
 
 
 class _InThread:
