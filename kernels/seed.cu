@@ -13,7 +13,7 @@
  *                  were chosen; kmer_size then = the chosen list's size in the index part, row_hits = their
  *                  total, kmer_hit = the k-mer's first hit in the row.
  * seed_place       one thread per hit slot: its k-mer, the hit's slot in the row's (contig, diagonal) order by
- *                  searches in the row's other chosen buckets, shared by a warp (no merge; see the
+ *                  searches in the row's other chosen buckets, each lane its own (no merge; see the
  *                  function), a duplicate flag, and for distinct diagonals the adjacency filter (the
  *                  chosen k-mers answered by those searches, the others looked up in the reference codes).
  * seed_place_rows  the same result one thread per row, by merging the row's chosen lists (the host
@@ -50,6 +50,9 @@
 
 #ifndef WS
 #define WS 12
+#endif
+#if WS > 15
+#error "kmer_near rolls a k-mer's 2 * WS bits in a 32-bit word"
 #endif
 #ifndef OFFSET_T
 #define OFFSET_T unsigned int
@@ -140,18 +143,26 @@ __device__ __forceinline__ int contig_of(const long long *contig_starts, int n_c
     return lo;
 }
 
-/* first index in [a, b) of the position-sorted bucket whose position is >= bound */
+/* First index in [a, b) of the position-sorted bucket whose position is >= bound. A branchless binary search on
+ * 32-bit words: seed_place is bound by instructions, not by memory (ncu on the 3.1 Gbp proxy: SM throughput
+ * 85 %, DRAM 8 %, L1 hit rate 89 %, 16 of 32 lanes active), so a step is a load, a compare and a select, and
+ * lanes that search ranges of one size take the same steps. Positions are below 2^32. */
 __device__ __forceinline__ long long lower_bound(const unsigned int *positions, long long a, long long b,
                                                  long long bound)
 {
-    while (a < b) {
-        const long long mid = (a + b) >> 1;
-        if ((long long)positions[mid] < bound)
-            a = mid + 1;
-        else
-            b = mid;
+    if (a >= b || bound <= 0)
+        return a;
+    if (bound > 0xffffffffLL)
+        return b;
+    const unsigned int key = (unsigned int)bound;
+    const unsigned int *base = positions + a;
+    unsigned int n = (unsigned int)(b - a);
+    while (n > 1) {
+        const unsigned int half = n >> 1;
+        base = base[half] < key ? base + half : base;
+        n -= half;
     }
-    return a;
+    return (long long)(base - positions) + (*base < key);
 }
 
 /* does `key` occur at a position in [lo, hi]? (its bucket is position-sorted) */
@@ -175,18 +186,20 @@ __device__ __forceinline__ int kmer_near(const uint8_t *genome, long long genome
 {
     lo = lo > genome_lo ? lo : genome_lo;
     hi = hi < genome_hi - WS ? hi : genome_hi - WS;
-    const unsigned long long mask = (1ull << (2 * WS)) - 1ull;
-    unsigned long long rolled = 0;
-    int run = 0; /* bases since the last N */
-    for (long long q = lo; q < hi + WS; ++q) {
-        const uint8_t base = genome[q];
-        if (base > 3) {
-            run = 0;
-            continue;
-        }
-        rolled = ((rolled << 2) | base) & mask;
-        const long long at = q - WS + 1;
-        if (++run >= WS && at >= lo && rolled == key) {
+    if (lo > hi)
+        return 0;
+    /* 32-bit words and no branch but the rare match's (the kernel is bound by instructions) */
+    const uint8_t *text = genome + lo;
+    const int n = (int)(hi - lo) + WS;
+    const unsigned int mask = (1u << (2 * WS)) - 1u;
+    unsigned int rolled = 0;
+    int run = 0; /* bases since the last N: a k-mer ends at i once WS of them are in (then i >= WS - 1) */
+    for (int i = 0; i < n; ++i) {
+        const unsigned int base = text[i];
+        run = base > 3 ? 0 : run + 1;
+        rolled = ((rolled << 2) | (base & 3u)) & mask;
+        if (run >= WS && rolled == key) {
+            const long long at = lo + i - WS + 1;
             const int c = contig_of(contig_starts, n_contigs, at);
             if (at >= contig_starts[c] && at + WS <= contig_ends[c])
                 return 1;
@@ -219,15 +232,12 @@ __device__ __forceinline__ long long kmer_slot(const int *kmer_row, const long l
  * lists (j < j0), equal keys come first too (bound T' from d + j*WS + 1), and a hit with an equal key in
  * a lower list is a duplicate. So one look-up per chosen list places a hit: no merge, no sort.
  *
- * The look-ups are shared by a warp. T grows with p (within a contig with d; across contigs the clamp
- * moves it to the next contig's start or beyond), so in list j the answer of a hit lies between the
- * answers of the first and the last hit of its run: the warp's lanes holding consecutive hits of one
- * k-mer. Those two lanes binary-search the whole list; the others search only between the two answers:
- * the part of list j between the run's first and last targets, often a line or two that the edge lanes'
- * searches just read (more where list j is much denser than the run's own, or the run crosses contigs).
- * A warp then costs about two searches' dependent loads and a short search in nearby lines per list,
- * where a search per lane scattered 32 of them over the bucket (a bucket of a genome-scale repeat holds
- * thousands of positions).
+ * Each lane searches each list on its own, a branchless binary search (lower_bound). The kernel is bound by
+ * instructions, not by the searches' loads (ncu on the 3.1 Gbp human proxy: SM throughput 85 %, DRAM 8 %,
+ * L1 hit rate 89 %, 16 of 32 lanes active), so lanes that share work cost more than they save: letting the
+ * first and last lanes of a run of one k-mer search the whole list and the others between their answers
+ * took 2.39 GPU-s for 500,000 of the proxy's reads, a search per lane 2.01 s (and searches of 17 ways by
+ * half-warps, fewer dependent loads, 2.49 s).
  *
  * Each distinct hit then runs the adjacency filter: at most e of the row's k-mers missing from
  * [d + j*WS - e, d + j*WS + e]; N k-mers are missing. The chosen lists answer from their look-up: every
@@ -245,8 +255,8 @@ __device__ __forceinline__ long long kmer_slot(const int *kmer_row, const long l
  * whole lists) but never become diagonals; an equal key in the core cannot exist (another contig). With
  * one part, [core_lo, core_hi) covers the genome.
  *
- * Lanes (common.cuh): every lane of a warp reaches every shuffle, so lanes past the launch's last hit take
- * the last hit (same run, same answers) and write nothing. On the host a warp is one lane, its own run. */
+ * Lanes (common.cuh): every lane of a warp reaches the k-mer search's ballots, so lanes past the launch's last
+ * hit take the last hit and write nothing. On the host a warp is one lane. */
 extern "C" __global__ void seed_place(
     const unsigned int *__restrict__ kmer_key, const uint8_t *__restrict__ kmer_flags,
     const int *__restrict__ kmer_row, const long long *__restrict__ kmer_hit,
@@ -297,28 +307,17 @@ extern "C" __global__ void seed_place(
     const long long d = p - (long long)j0 * WS;
     const long long c_lo = contig_starts[c];
     const long long c_hi = c + 1 < n_contigs ? contig_starts[c + 1] : 0x7fffffffffffffffLL;
-    /* this lane's run: the lanes around it holding hits of the same k-mer */
-    const unsigned int before = (1u << lane) - 1u, upto = before | (1u << lane);
-    const long long g_prev = lanes_shfl(g, lane > 0 ? lane - 1 : lane);
-    const long long g_next = lanes_shfl(g, lane + 1 < LANES ? lane + 1 : lane);
-    const int run_first = lane == 0 || g_prev != g, run_last = lane == LANES - 1 || g_next != g;
-    const int edge_first = last_lane(lanes_ballot(run_first) & upto);
-    const int edge_last = first_lane(lanes_ballot(run_last) & ~before);
     long long rank = i;
     int dup = 0, present = 1, missing = 0; /* this hit's own k-mer is present */
-    for (int j = 0; lanes_ballot(j < k); ++j) {
-        const uint8_t f = j < k ? kmer_flags[first + j] : 0;
+    for (int j = 0; j < k; ++j) {
+        const uint8_t f = kmer_flags[first + j];
         missing += (f & FLAG_N) != 0;
-        const int ask = j != j0 && (f & FLAG_CHOSEN);
-        const unsigned int key = ask ? kmer_key[first + j] : 0;
-        const long long a = ask ? (long long)list_offsets[key] : 0, b = ask ? (long long)list_offsets[key + 1] : 0;
-        const long long target = d + (long long)j * WS, bound = clamp_to(target, c_lo, c_hi);
-        long long at = ask && (run_first || run_last) ? lower_bound(positions, a, b, bound) : a;
-        const long long lo = lanes_shfl(at, edge_first), hi = lanes_shfl(at, edge_last);
-        if (!ask)
+        if (j == j0 || !(f & FLAG_CHOSEN))
             continue;
-        if (!run_first && !run_last)
-            at = lower_bound(positions, lo, hi, bound);
+        const unsigned int key = kmer_key[first + j];
+        const long long a = list_offsets[key], b = list_offsets[key + 1];
+        const long long target = d + (long long)j * WS;
+        const long long at = lower_bound(positions, a, b, clamp_to(target, c_lo, c_hi));
         rank += at - a;
         if (j < j0 && at < b && (long long)positions[at] < clamp_to(target + 1, c_lo, c_hi)) {
             ++rank;

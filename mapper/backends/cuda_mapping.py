@@ -289,7 +289,7 @@ class CudaBackend(Backend):
             if cuda.SEED_BY_ROW:  # the host: merge each row's lists (seed.cu seed_place_rows), ROW_BLOCK rows
                 cuda.launch(kernel("seed_place_rows"), end - begin, key, flags, d_nk, d_kfirst, dev.e, d_slot,
                             *rows_args, *lists, n_contigs, *placed, block=ROW_BLOCK)
-            else:  # the GPU: one thread per hit, placed by searches a warp shares
+            else:  # the GPU: one thread per hit, placed by a search in each other chosen list
                 k_begin, k_end = int(kfirst[begin]), int(kfirst[end - 1] + nk[end - 1])
                 cuda.launch(kernel("seed_place"), capacity, key, flags, kmer_row, kmer_hit, d_nk, d_kfirst, dev.e,
                             d_slot, begin, k_begin, k_end - k_begin, capacity, *lists, contig_ends, n_contigs, genome,
