@@ -7,7 +7,8 @@ same steps whatever the job is:
     open()                  the index, made resident where the backend works, and the backend: timed `load`
     inputs(size)            the input items, in order: ReadBatch, or (R1 batch, R2 batch, QNAMEs)
     map(item, counters)     the mapping core on the device (main process, or a worker's task)
-    map_pieces(item, counters)  the same, yielded in pieces of whole reads as they are mapped (the run loop's)
+    map_pieces(item, counters, dump)  the same, yielded in pieces of whole reads as they are mapped (the run
+                            loop's); --dump-candidates' text handed to dump(text) as it is made
     lookahead(mapped)       what `settle` needs of a mapped item, small enough to send to a client
     settle(items)           settings that need the first mapped items (the paired insert-size range);
                             consumes (item, lookahead) pairs only as far as needed, returns those it took
@@ -23,7 +24,6 @@ Both jobs render in render processes (render.HostWorkers: single-end batches as 
 through `submit_call`), or inline where processes do not pay; `render` is the same work in the calling
 thread (a paired chunk's task on a Dask worker, the API).
 """
-import io
 import itertools
 import logging
 from dataclasses import dataclass
@@ -42,12 +42,11 @@ log = logging.getLogger("gkmap")
 @dataclass
 class MappedReads:
     """Reads [a, b) of a single-end batch after the mapping core (all of them, or a piece:
-    pipeline.MappingPiece): the batch, its StrandRows, the reads' verified mappings (a list of Mappings
-    parts, rows numbered in the batch) and candidate lines."""
+    pipeline.MappingPiece): the batch, its StrandRows and the reads' verified mappings (a list of Mappings
+    parts, rows numbered in the batch)."""
     batch: object
     rows: object
     maps: list
-    candidates: str = ""      # --dump-candidates: the reads' candidates as pair lines
     a: int = 0
     b: int = None             # None: the batch's end
 
@@ -82,8 +81,9 @@ class _Job:
                               # each chunk and renders it in a second task, once settled)
     needs_lookahead = False   # whether `settle` reads lookaheads (a Dask client then asks the workers)
 
-    def map_pieces(self, item, counters):
-        """`map`'s result in the pieces the run loop renders one by one (one, unless a job cuts its items)."""
+    def map_pieces(self, item, counters, dump=None):
+        """`map`'s result in the pieces the run loop renders one by one (one, unless a job cuts its items);
+        the candidates' pair lines (--dump-candidates) handed to `dump` as they are made."""
         yield self.map(item, counters)
 
     def lookahead(self, mapped):
@@ -140,23 +140,21 @@ class SingleEndJob(_Job):
         return prefetch(with_codes(read_batches(self.opts.reads, size or self.opts.batch_size)))
 
     def map(self, batch, counters):
+        """The whole batch mapped (the API), its candidates not dumped."""
         pieces = list(self.map_pieces(batch, counters))
-        return MappedReads(batch, pieces[0].rows, [part for piece in pieces for part in piece.maps],
-                           "".join(piece.candidates for piece in pieces))
+        return MappedReads(batch, pieces[0].rows, [part for piece in pieces for part in piece.maps])
 
-    def map_pieces(self, batch, counters):
+    def map_pieces(self, batch, counters, dump=None):
         """The batch as MappedReads pieces of whole reads, each as soon as it is mapped (the run loop renders
-        one while the device maps the next: pipeline.PIECE_READS)."""
+        one while the device maps the next: pipeline.PIECE_READS). With --dump-candidates, `dump` takes the
+        candidates' pair lines in pieces of bounded size while they are made (windows.DUMP_BYTES), so that a
+        local run never holds a batch's candidates at once (10^8 lines for a batch of repeat reads at genome
+        scale); a Dask worker's run loop collects its chunk's for the client, as it does the chunk's SAM."""
         opts = self.opts
-        dump = io.StringIO() if opts.dump_candidates else None
+        dump = dump if opts.dump_candidates else None
         for piece in find_mapping_pieces(batch, self.index, self.backend, self.filter_mode, opts.e, opts.reads,
                                          counters, dump):
-            candidates = ""
-            if dump is not None:
-                candidates = dump.getvalue()
-                dump.seek(0)
-                dump.truncate()
-            yield MappedReads(batch, piece.rows, piece.parts, candidates, piece.a, piece.b)
+            yield MappedReads(batch, piece.rows, piece.parts, piece.a, piece.b)
 
     def render(self, mapped, tally):
         """Records of one mapped batch (`map`'s: all its reads), rendered here (a Dask worker without render
@@ -164,7 +162,7 @@ class SingleEndJob(_Job):
         done = render(mapped.batch, mapped.rows, Mappings.concat(mapped.maps), self.index.reference,
                       *self.record_options())
         count_batch(tally, done)
-        return {"sam": done.sam, "unmapped": done.unmapped, "candidates": mapped.candidates}
+        return {"sam": done.sam, "unmapped": done.unmapped}
 
     def renderer_on(self, host, tally):
         return _BatchRenderer(host, tally)
@@ -186,15 +184,14 @@ class _BatchRenderer(_Rendering):
     input order, the counts added to the tally."""
 
     def __init__(self, host, tally):
-        self.host, self.tally, self._candidates = host, tally, []
+        self.host, self.tally = host, tally
 
     def submit(self, mapped):
-        self._candidates.append(mapped.candidates)
         self.host.submit(mapped.batch, mapped.rows, mapped.maps, mapped.a, mapped.b)
 
     def ready(self, block=False):
         for batch, parts in self.host.ready(block):
-            texts = [{"candidates": self._candidates.pop(0)}]
+            texts = []
             for part in parts:
                 count_batch(self.tally, part)
                 texts.append({"sam": part.sam, "unmapped": part.unmapped})

@@ -22,7 +22,7 @@ import numpy as np
 from mapper.backends import get_backend
 from mapper.device.cuda import build_seconds
 from mapper.errors import UsageError
-from mapper.filters.windows import MODES as FILTER_MODES, candidate_pairs
+from mapper.filters.windows import MODES as FILTER_MODES, candidate_pair_texts
 from mapper.index import find_index, load_for, open_index
 from mapper.options import MAX_E
 from mapper.render import batch_loci
@@ -108,8 +108,9 @@ def per_read_e(batch, fixed_e, reads_path):
 
 def find_mappings(batch, index, backend, filter_mode, fixed_e, reads_path, counters, dump=None):
     """Seeding, filter and verification of one batch (the mapping core): (StrandRows, every verified
-    mapping, before loci are selected); updates `counters`. With `dump` (a text file), the candidates are
-    also written there as pairs, before the filter (--dump-candidates). The pieces of
+    mapping, before loci are selected); updates `counters`. With `dump` (a callable taking text), the
+    candidates are also handed to it as pair lines, before the filter, in pieces of bounded size
+    (--dump-candidates: windows.candidate_pair_texts). The pieces of
     `find_mapping_pieces` joined: for callers that take a batch whole (paired-end, the API)."""
     pieces = list(find_mapping_pieces(batch, index, backend, filter_mode, fixed_e, reads_path, counters, dump))
     return pieces[0].rows, Mappings.concat([part for piece in pieces for part in piece.parts])
@@ -158,7 +159,8 @@ def find_mapping_pieces(batch, index, backend, filter_mode, fixed_e, reads_path,
                 counters.seeding.add(stats)
                 if dump is not None:
                     with counters.timed("output"):
-                        dump.write(candidate_pairs(group.rows, cands, reference))
+                        for text in candidate_pair_texts(group.rows, cands, reference):
+                            dump(text)
                 with counters.timed("filter"):
                     cands, rejected = backend.filtered(filter_mode, group.rows, cands, reference)
                 counters.filtered_out += rejected

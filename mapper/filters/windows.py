@@ -13,6 +13,7 @@ import numpy as np
 
 from mapper.alphabet import CODE_N, READ_ASCII
 from mapper.options import MAX_E
+from mapper.seeding import Candidates
 
 MODES = {"none": None, "gatekeeper": "improved", "gatekeeper-faithful": "faithful"}
 
@@ -61,6 +62,25 @@ def candidate_pairs(rows, cands, reference):
     for (members, _, _), text in zip(parts, texts):
         lines[members] = text.split("\n")[:-1]
     return "\n".join(lines.tolist()) + "\n"
+
+
+# --dump-candidates text goes to its writer in pieces of about this many bytes (a line is 2L + 2), never a
+# batch's candidates at once: a group of repeat reads can have 10^8 candidates, 20 GB of pair lines.
+DUMP_BYTES = 8 << 20
+
+
+def candidate_pair_texts(rows, cands, reference, piece_bytes=None):
+    """candidate_pairs' text, in pieces of consecutive candidates: each piece's lines start within
+    `piece_bytes` (default DUMP_BYTES) of its first, so a piece holds at most piece_bytes plus one line."""
+    if not len(cands):
+        return
+    piece_bytes = piece_bytes or DUMP_BYTES
+    host = Candidates(cands.row, cands.contig, cands.lo, cands.hi)  # a device's candidates fetched once
+    line = 2 * rows.length[host.row] + 2
+    piece = (np.cumsum(line) - line) // piece_bytes
+    bounds = np.concatenate([[0], np.flatnonzero(np.diff(piece)) + 1, [len(line)]])
+    for a, b in zip(bounds[:-1], bounds[1:]):
+        yield candidate_pairs(rows, host.subset(slice(a, b)), reference)
 
 
 def _pair_lines(rows, cands, reference, members, L, e):

@@ -43,7 +43,8 @@ def _early_processes(opts, bytes_per_read=50):
 def drive(job, items, counters, renderer, put, advance=None):
     """The one loop: each input item mapped by the job, in order and in pieces (job.map_pieces), handed to
     `renderer` (submit / ready, see jobs.py), and every rendered text ({sink name: text}) given to `put` in
-    input order as soon as it is done, so the device maps the next piece while the last one renders;
+    input order as soon as it is done, so the device maps the next piece while the last one renders (the
+    candidates' pair lines of --dump-candidates go to `put` while they are made, in their order);
     `advance(units)` after each piece's texts (a progress bar). Returns the units (reads, or read pairs)
     written."""
     written = 0
@@ -57,7 +58,9 @@ def drive(job, items, counters, renderer, put, advance=None):
             if advance is not None:
                 advance(units)
 
-    mapped = (piece for item in counters.timed_iter("parse", items) for piece in job.map_pieces(item, counters))
+    dump = lambda text: put({"candidates": text})
+    mapped = (piece for item in counters.timed_iter("parse", items)
+              for piece in job.map_pieces(item, counters, dump))
     for item in settled(job, mapped):
         renderer.submit(item)
         write()

@@ -81,9 +81,10 @@ def test_cpu_memory_budget_writes_the_same_sam(proxy, tmp_path, gkmap):
 def test_pieces_write_the_same_sam(proxy, tmp_path, gkmap, monkeypatch, threads):
     """A batch mapped in row groups is handed on in pieces of whole reads (pipeline.PIECE_READS): with
     every group a piece of its own (a 1 MiB budget: many groups), the SAM and the dumped candidates are
-    those of the batch in one piece (the candidates come group by group: compared as sets of lines), whether
-    the pieces render inline or in processes."""
+    those of the batch in one piece (the candidates come group by group, and here in pieces of a few lines:
+    compared as sets of lines), whether the pieces render inline or in processes."""
     from mapper import pipeline
+    from mapper.filters import windows
     fasta, reads, index = proxy
     runs, pieces = [], []
     find = pipeline.find_mapping_pieces
@@ -93,8 +94,9 @@ def test_pieces_write_the_same_sam(proxy, tmp_path, gkmap, monkeypatch, threads)
         pieces.append([(piece.a, piece.b) for piece in found])
         return iter(found)
     monkeypatch.setattr("mapper.jobs.find_mapping_pieces", counted)
-    for memory, piece_reads in (("2G", pipeline.PIECE_READS), ("1M", 1)):
+    for memory, piece_reads, dump_bytes in (("2G", pipeline.PIECE_READS, windows.DUMP_BYTES), ("1M", 1, 4096)):
         monkeypatch.setattr(pipeline, "PIECE_READS", piece_reads)
+        monkeypatch.setattr(windows, "DUMP_BYTES", dump_bytes)  # the dump written in pieces of ~20 lines
         out, dump = tmp_path / f"{memory}.sam", tmp_path / f"{memory}.pairs"
         code, err = gkmap("map", "--quiet", "--device", "cpu", "-t", threads, "-e", "5", "--memory", memory,
                           "--batch-size", "200", "--dump-candidates", dump, "--index", index.folder, "-o", out,

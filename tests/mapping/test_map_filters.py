@@ -5,6 +5,7 @@ import gzip
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from conftest import READS, SHIGELLA
@@ -94,3 +95,36 @@ def test_dump_candidates_feeds_gkmap_filter(gkmap, index_dir, tmp_path, shigella
                  dump)[0] == 0
     accepted = sum(l.split("\t")[0] == "1" for l in decisions.read_text().splitlines())
     assert accepted == verified < windows
+
+
+def test_candidate_pairs_are_written_in_pieces(index_dir, tmp_path, shigella_reads):
+    """--dump-candidates' text goes to its writer in pieces of consecutive candidates (windows.DUMP_BYTES),
+    never a batch's at once: the pieces joined are the batch's pair lines, each piece holds at most its
+    bound plus one line, and reads of several lengths (lines put back in candidate order across the length
+    groups) change neither."""
+    from mapper.backends.cpu import CpuBackend
+    from mapper.filters.windows import candidate_pair_texts, candidate_pairs
+    from mapper.index import load_index
+    from mapper.reads import read_batches
+    from mapper.seeding import strand_rows
+    lines = shigella_reads.read_text().splitlines()[:4 * 1000]
+    for i in range(0, len(lines), 4):  # every third read cut to 120 bases, every fifth to 90
+        cut = 90 if i // 4 % 5 == 0 else 120 if i // 4 % 3 == 0 else None
+        lines[i + 1], lines[i + 3] = lines[i + 1][:cut], lines[i + 3][:cut]
+    mixed = tmp_path / "mixed.fq"
+    mixed.write_text("\n".join(lines) + "\n")
+    index = load_index(str(SHIGELLA), index_dir(SHIGELLA))
+    batch = next(read_batches(str(mixed), 1000))
+    rows = strand_rows(batch.codes(), batch.starts, np.full(len(batch), 4))
+    cands, _ = CpuBackend().seed(rows, index)
+    whole = candidate_pairs(rows, cands, index.reference)
+    n = whole.count("\n")
+    assert n == len(cands) > 500 and len({len(line) for line in whole.splitlines()}) == 3
+    longest = 2 * 150 + 2
+    for bound in (1, longest, 7 * longest + 11, 1 << 30):
+        pieces = list(candidate_pair_texts(rows, cands, index.reference, bound))
+        assert "".join(pieces) == whole
+        assert all(len(piece) <= bound + longest for piece in pieces)
+        assert len(pieces) >= len(whole) // (bound + longest)  # no piece far below its bound
+    assert len(list(candidate_pair_texts(rows, cands, index.reference, 1))) == n  # a line a piece
+    assert len(list(candidate_pair_texts(rows, cands, index.reference, 1 << 30))) == 1
