@@ -141,8 +141,8 @@ def _read_fields(batch, needed, prefix=b"\t*\t0\t0\t", middle=b"\t"):
     input QUAL '*'.
 
     Each read's bytes are copied into a row of a [reads, width] table as one slice (shorter reads padded
-    to the longest, the padding dropped afterwards), and the rows are decoded and split at once; reads of
-    lengths far apart get tables of their own (_by_length)."""
+    to the longest with NUL bytes, dropped afterwards: _unpadded), and the rows are decoded and split at
+    once; reads of lengths far apart get tables of their own (_by_length)."""
     out = np.empty(needed.shape, dtype=object)
     fastq = batch.qual is not None
     prefix, middle = np.frombuffer(prefix, dtype=np.uint8), np.frombuffer(middle, dtype=np.uint8)
@@ -173,16 +173,13 @@ def _field_rows(batch, reads, side, prefix, middle, fastq):
         rows[:, qual_at] = ord("*")
     rows[length == 0, seq_at] = ord("*")
     rows[:, -1] = SEPARATOR
-    shown = np.maximum(length, 1)
-    if (shown == widest).all():
-        text = rows.ravel()
-    else:  # drop each row's padding after its SEQ and QUAL
-        column = np.arange(rows.shape[1])
-        padding = (column >= seq_at + shown[:, None]) & (column < seq_at + widest)
+    shown = np.maximum(length, 1)  # an empty read shows its '*'
+    if (shown < widest).any():
+        padding = np.arange(widest) >= shown[:, None]
+        rows[:, seq_at:seq_at + widest][padding] = 0
         if fastq:
-            padding |= (column >= qual_at + shown[:, None]) & (column < rows.shape[1] - 1)
-        text = rows[~padding]
-    return text[:-1].tobytes().decode("ascii").split("\n")
+            rows[:, qual_at:qual_at + widest][padding] = 0
+    return _unpadded(rows)[:-1].split("\n")
 
 
 def _slices(buffer, starts, reads, width, reverse, complement):
@@ -211,15 +208,15 @@ def unmapped_records(batch, reads):
     length = batch.starts[reads + 1] - batch.starts[reads]
     groups = _by_length(length)
     if len(groups) == 1:
-        return _unmapped_table(batch, reads, length, b"").decode("ascii")
+        return _unmapped_table(batch, reads, length, b"")
     out = np.empty(len(reads), dtype=object)
     for group in groups:
-        out[group] = _unmapped_table(batch, reads[group], length[group], b"\1").decode("ascii").split("\1")[:-1]
+        out[group] = _unmapped_table(batch, reads[group], length[group], b"\1").split("\1")[:-1]
     return "".join(out.tolist())
 
 
 def _unmapped_table(batch, reads, length, end):
-    """unmapped_records' text of `reads` (their lengths `length`), each record followed by `end`, as bytes."""
+    """unmapped_records' text of `reads` (their lengths `length`), each record followed by `end`."""
     fastq = batch.qual is not None
     names = np.asarray(np.asarray(batch.names, dtype=object)[reads], dtype=bytes)
     widest = max(int(length.max()), 1)
@@ -239,7 +236,13 @@ def _unmapped_table(batch, reads, length, end):
     if fastq:
         rows[:, seq_at + widest + 1] = ord("+")
         rows[:, seq_at + widest + 2] = ord("\n")
-    return rows.tobytes().replace(b"\0", b"")
+    return _unpadded(rows)
+
+
+def _unpadded(rows):
+    """The text of a uint8 table whose rows are padded with NUL bytes, the padding dropped in one pass (a NUL
+    is never part of a record: names, bases and qualities are checked printable, reads.check_batch)."""
+    return rows.tobytes().replace(b"\0", b"").decode("ascii")
 
 
 def _by_length(length):
