@@ -103,17 +103,17 @@ class Rendered:
 
 
 def render(batch, rows, maps, reference, best, max_records, want_unmapped, read_group=None, secondary_seq=True,
-           threads=1, compiled=None, raw=False):
+           threads=1, compiled=None, text_buffer=None):
     """SAM text of `batch` from its verified mappings (`rows`: its StrandRows); `read_group`: -R's ID;
     `secondary_seq` False: SEQ and QUAL '*' on secondary records (--no-secondary-seq).
 
     The records (CIGAR, MD and text) are written by kernels/render.cu on `threads` threads (sam_kernel.py)
     where a C++ compiler is present, else by the numpy renderer (align.describe, sam.batch_records), which
     states the same rules and is the tests' oracle; `compiled` forces one or the other (None: compiled
-    wherever it can run). Render processes keep to one thread each: they are the parallelism. With `raw` the
-    compiled renderer's SAM is left as its ASCII bytes (a uint8 array), for a render process to write to
-    its file without making a str of it, in a buffer the process reuses at its next call
-    (sam_kernel._text_buffer): the caller writes it out first."""
+    wherever it can run). Render processes keep to one thread each: they are the parallelism. With
+    `text_buffer` (a sam_kernel.TextBuffer: a render process's) the compiled renderer's SAM is left as its
+    ASCII bytes (a uint8 array) in that buffer, for the process to write to its file without making a str
+    of it; the caller writes it out before its next call."""
     t0 = time.perf_counter()
     found = batch_loci(rows, maps, len(batch), reference)
     loci, read, strand = cap_records(found, best, max_records)
@@ -123,8 +123,8 @@ def render(batch, rows, maps, reference, best, max_records, want_unmapped, read_
     if compiled:
         t1 = time.perf_counter()
         sam = sam_kernel.records_text(batch, rows, reference, read, strand, loci, found.nh, mapq, second,
-                                      read_group, threads, secondary_seq, reuse=raw)
-        if not raw:
+                                      read_group, threads, secondary_seq, text_buffer)
+        if text_buffer is None:
             sam = str(sam, "utf-8")
     else:
         cigars, mds, nms = describe(rows, loci, reference)
@@ -321,6 +321,7 @@ def _spill(text, folder, suffix):
 
 
 _reference = None  # (folder, Reference): the worker's reference, loaded by its first job
+_text_buffer = sam_kernel.TextBuffer()  # the worker's SAM text memory, kept from job to job
 
 
 def _write_reference(folder, reference):
@@ -362,7 +363,7 @@ def _render_job(reference, path, layout, first, a, b, options, folder, bgzf=None
     part, e, maps = _slice(batch, e, maps, a, b, numbering)
     rows = strand_rows(part.codes(), part.starts, e)
     ref = _worker_reference(reference)
-    done = render(part, rows, maps, ref, *options, raw=True)
+    done = render(part, rows, maps, ref, *options, text_buffer=_text_buffer)
     sam = _spill(done.sam, folder, ".sam") if bgzf is None else _spill_bgzf(done.sam, ref, folder, bgzf)
     done.sam, done.unmapped = sam, _spill(done.unmapped, folder, ".fq")
     return done

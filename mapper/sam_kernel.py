@@ -51,12 +51,12 @@ def _joined(names):
 
 
 def records_text(batch, rows, reference, read, strand, loci, nh, mapq, second, read_group=None, threads=1,
-                 secondary_seq=True, reuse=False):
+                 secondary_seq=True, buffer=None):
     """What `sam.batch_records(batch, reference, ..., *align.describe(rows, loci, reference), ...)` returns
     for the same arguments (see there), computed by kernels/render.cu on `threads` OpenMP threads: the SAM
     lines of one batch in input order, as a uint8 array of their ASCII text (a render process writes it to a
-    file as it is; str(text, "utf-8") is the str). With `reuse` the text is written into a buffer that this
-    process keeps for its next call (`_text_buffer`): the caller must be done with it by then."""
+    file as it is; str(text, "utf-8") is the str). With `buffer` (a TextBuffer) the text is written into
+    memory the caller keeps for its next call: it must be done with the text by then."""
     n, m = len(batch), len(read)
     if not n:
         return np.zeros(0, dtype=np.uint8)
@@ -96,27 +96,34 @@ def records_text(batch, rows, reference, read, strand, loci, nh, mapq, second, r
     launch("line_sizes", lines, *line_args, size)
     offset = np.zeros(lines, dtype=np.int64)
     np.cumsum(size[:-1], out=offset[1:])
-    text = _text_buffer(int(offset[-1] + size[-1]), reuse)
+    nbytes = int(offset[-1] + size[-1])
+    text = np.empty(nbytes, dtype=np.uint8) if buffer is None else buffer.take(nbytes)
     launch("write_lines", lines, *line_args, offset, text)
     return text
 
 
-REUSE_BYTES = 1 << 28  # the largest text buffer a process keeps between calls (a render job's is tens of MB)
-_kept = [np.zeros(0, dtype=np.uint8)]
-
-
-def _text_buffer(nbytes, reuse):
-    """uint8 [nbytes] for a batch's text: with `reuse`, the start of a buffer kept from the last call (grown
-    as needed, up to REUSE_BYTES). Why: text written into fresh memory pays a page fault and the kernel's
-    zeroing for every page (and their reclaim from the page cache on a busy host). 100 repeat reads at
-    genome scale rendered as three jobs of 156 MB of text each on one core: 1.495 / 1.603 s with fresh
+class TextBuffer:
+    """Memory for records_text's text that a caller keeps from one call to the next (a render process: it
+    writes each job's text out before the next), grown as needed; a text of more than `limit` bytes gets
+    memory of its own, which is not kept. Why: text written into fresh memory pays a page fault and the
+    kernel's zeroing for every page (and their reclaim from the page cache on a busy host). 100 repeat reads
+    at genome scale rendered as three jobs of 156 MB of text each on one core: 1.495 / 1.603 s with fresh
     buffers, 1.416 / 1.521 s with the kept one (-5 %); as one 560 MB text, which is not kept, write_lines
     took 0.48-0.64 s into fresh memory and 0.14 s into used memory."""
-    if not reuse or nbytes > REUSE_BYTES:
-        return np.empty(nbytes, dtype=np.uint8)
-    if len(_kept[0]) < nbytes:
-        _kept[0] = np.empty(nbytes, dtype=np.uint8)
-    return _kept[0][:nbytes]
+
+    LIMIT = 1 << 28  # a render job's text is tens of MB
+
+    def __init__(self, limit=LIMIT):
+        self.limit = limit
+        self.kept = np.zeros(0, dtype=np.uint8)
+
+    def take(self, nbytes):
+        """uint8 [nbytes]: the start of the kept memory, or memory of its own past the limit."""
+        if nbytes > self.limit:
+            return np.empty(nbytes, dtype=np.uint8)
+        if len(self.kept) < nbytes:
+            self.kept = np.empty(nbytes, dtype=np.uint8)
+        return self.kept[:nbytes]
 
 
 def _md_slots(rec):

@@ -98,8 +98,10 @@ def main():
         return batch_records(batch, reference, read, strand, loci, *describe(rows, loci, reference), found.nh, mapq,
                              second, args.read_group).encode("ascii")
 
+    kept = sam_kernel.TextBuffer()  # as a render process keeps its text memory from job to job
+
     def compiled_render(threads):
-        return render(batch, rows, maps, reference, *options, threads=threads, compiled=True, raw=True)
+        return render(batch, rows, maps, reference, *options, threads=threads, compiled=True, text_buffer=kept)
 
     def numpy_render():
         done = render(batch, rows, maps, reference, *options, compiled=False)

@@ -156,19 +156,20 @@ def test_gapped_records_along_a_tandem_run():
         assert str(got, "utf-8") == want
 
 
-def test_text_buffer_reused_only_when_asked(monkeypatch):
-    """records_text(reuse=True) writes each batch into one kept buffer (a render process writes the text out
-    before its next batch), grown as needed, never beyond REUSE_BYTES; every text is the batch's own."""
-    monkeypatch.setattr(sam_kernel, "_kept", [np.zeros(0, dtype=np.uint8)])
-    texts = []
+def test_text_buffer_reused_only_when_asked():
+    """records_text with a TextBuffer writes each batch into the buffer's kept memory (a render process
+    writes the text out before its next batch), grown as needed, never beyond its limit; without one, into
+    memory of its own; every text is the batch's own."""
+    kept, texts = sam_kernel.TextBuffer(), []
     for seed, n in ((1, 300), (2, 100), (3, 500)):
         batch, rows, reference, read, strand, loci, nh, mapq, second = synthetic(np.random.default_rng(seed), n, 80, 4)
         want = batch_records(batch, reference, read, strand, loci, *describe(rows, loci, reference), nh, mapq, second)
-        got = sam_kernel.records_text(batch, rows, reference, read, strand, loci, nh, mapq, second, reuse=True)
+        got = sam_kernel.records_text(batch, rows, reference, read, strand, loci, nh, mapq, second, buffer=kept)
         assert str(got, "utf-8") == want  # read before the next call, as the render process does
+        alone = sam_kernel.records_text(batch, rows, reference, read, strand, loci, nh, mapq, second)
+        assert str(alone, "utf-8") == want and not np.shares_memory(alone, kept.kept)
         texts.append(got)
     assert np.shares_memory(texts[0], texts[1])  # the second, smaller, in the first's buffer
-    assert np.shares_memory(texts[2], sam_kernel._kept[0]) and not np.shares_memory(texts[2], texts[0])  # grown
-    assert not np.shares_memory(sam_kernel._text_buffer(10, False), sam_kernel._kept[0])
-    monkeypatch.setattr(sam_kernel, "REUSE_BYTES", 64)
-    assert not np.shares_memory(sam_kernel._text_buffer(65, True), sam_kernel._kept[0])
+    assert np.shares_memory(texts[2], kept.kept) and not np.shares_memory(texts[2], texts[0])  # grown
+    small = sam_kernel.TextBuffer(limit=64)
+    assert np.shares_memory(small.take(64), small.kept) and not np.shares_memory(small.take(65), small.kept)
