@@ -106,13 +106,11 @@ def per_read_e(batch, fixed_e, reads_path):
     return np.minimum(np.minimum(rule, MAX_E), lengths // 4)
 
 
-def find_mappings(batch, index, backend, filter_mode, fixed_e, reads_path, counters, dump=None):
+def find_mappings(batch, index, backend, filter_mode, fixed_e, reads_path, counters):
     """Seeding, filter and verification of one batch (the mapping core): (StrandRows, every verified
-    mapping, before loci are selected); updates `counters`. With `dump` (a callable taking text), the
-    candidates are also handed to it as pair lines, before the filter, in pieces of bounded size
-    (--dump-candidates: windows.candidate_pair_texts). The pieces of
-    `find_mapping_pieces` joined: for callers that take a batch whole (paired-end, the API)."""
-    pieces = list(find_mapping_pieces(batch, index, backend, filter_mode, fixed_e, reads_path, counters, dump))
+    mapping, before loci are selected); updates `counters`. The pieces of `find_mapping_pieces` joined: for
+    callers that take a batch whole (paired-end, the API)."""
+    pieces = list(find_mapping_pieces(batch, index, backend, filter_mode, fixed_e, reads_path, counters))
     return pieces[0].rows, Mappings.concat([part for piece in pieces for part in piece.parts])
 
 
@@ -142,7 +140,9 @@ class MappingPiece:
 
 def find_mapping_pieces(batch, index, backend, filter_mode, fixed_e, reads_path, counters, dump=None):
     """The mapping core of a batch (`find_mappings`), yielded in MappingPieces of whole reads, in read
-    order, as they are done (see PIECE_READS). With the index in parts (a device too small for it) a group
+    order, as they are done (see PIECE_READS). With `dump` (a callable taking text), the candidates are
+    also handed to it as pair lines, before the filter, in pieces of bounded size (--dump-candidates:
+    windows.candidate_pair_texts). With the index in parts (a device too small for it) a group
     is complete only after the last part: then the batch is one piece."""
     reference = index.reference
     e = per_read_e(batch, fixed_e, reads_path)
@@ -175,9 +175,9 @@ def find_mapping_pieces(batch, index, backend, filter_mode, fixed_e, reads_path,
     yield MappingPiece(rows, a, n, found)
 
 
-def find_loci(batch, index, backend, filter_mode, fixed_e, reads_path, counters, dump=None):
+def find_loci(batch, index, backend, filter_mode, fixed_e, reads_path, counters):
     """`find_mappings`, then one mapping per locus (render.BatchLoci)."""
-    rows, maps = find_mappings(batch, index, backend, filter_mode, fixed_e, reads_path, counters, dump)
+    rows, maps = find_mappings(batch, index, backend, filter_mode, fixed_e, reads_path, counters)
     with counters.timed("verify"):
         return batch_loci(rows, maps, len(batch), index.reference)
 

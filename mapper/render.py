@@ -310,7 +310,8 @@ class _Names:
 
 
 def _spill(text, folder, suffix):
-    """`text` (a str, or ASCII bytes as a uint8 array: render's `raw`) in a file of `folder`; '' when empty."""
+    """`text` (a str, or ASCII bytes as a uint8 array: render's with a text_buffer) in a file of `folder`; ''
+    when empty."""
     if not len(text):
         return ""
     data = text.encode("ascii") if isinstance(text, str) else memoryview(text)

@@ -128,3 +128,19 @@ def test_candidate_pairs_are_written_in_pieces(index_dir, tmp_path, shigella_rea
         assert len(pieces) >= len(whole) // (bound + longest)  # no piece far below its bound
     assert len(list(candidate_pair_texts(rows, cands, index.reference, 1))) == n  # a line a piece
     assert len(list(candidate_pair_texts(rows, cands, index.reference, 1 << 30))) == 1
+
+
+def test_dump_in_small_pieces_is_the_same_file(gkmap, index_dir, tmp_path, shigella_reads, monkeypatch):
+    """The dump's pieces (windows.DUMP_BYTES: here about 13 lines each) reach the file in their order: the
+    same bytes as the dump in one piece a batch."""
+    from mapper.filters import windows
+    files = []
+    for piece_bytes in (windows.DUMP_BYTES, 4096):
+        monkeypatch.setattr(windows, "DUMP_BYTES", piece_bytes)
+        dump = tmp_path / f"cands{piece_bytes}.txt"
+        code, err = gkmap("map", "--quiet", "--device", "cpu", "-e", "6", "--batch-size", "500", "--index",
+                          index_dir(SHIGELLA), "--dump-candidates", dump, "-o", tmp_path / "o.sam", SHIGELLA,
+                          shigella_reads)
+        assert code == 0, err
+        files.append(dump.read_bytes())
+    assert files[0] == files[1] and files[0].count(b"\n") > 3000
