@@ -139,4 +139,3 @@ def divet_text(qnames, reference, m1, a, m2, b, letters, codes, probabilities, q
     table[:, 14] = _labels(quality[pair], "\t{:.0f}\t".format)
     table[:, 15] = _labels(probabilities[0] * probabilities[1], "{:e}\n".format)
     return "".join(table.ravel().tolist())
-

@@ -56,7 +56,7 @@ def candidate_pairs(rows, cands, reference):
     # candidate; with several groups their lines are put back in candidate order and joined
     parts = list(groups(rows, cands))
     texts = [_pair_lines(rows, cands, reference, members, L, e) for members, L, e in parts]
-    if len(parts) == 1 and (parts[0][0] == np.arange(len(cands))).all():
+    if len(parts) == 1:  # one group holds every candidate, in order
         return texts[0]
     lines = np.empty(len(cands), dtype=object)
     for (members, _, _), text in zip(parts, texts):
