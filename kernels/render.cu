@@ -16,9 +16,11 @@
  *   1. classify_records: when the mapping spans the read's length and its Hamming distance (an N never
  *      matches) equals its edit count, the all-M alignment is optimal and is the one reported: its MD is
  *      written into the record's slot of `md_text` and md_size[k] is its length; -1 otherwise;
- *   2. align_gapped, for the others: a global alignment of the read against exactly the span in the band of
- *      diagonals |j - i| <= d, traced back from the end preferring a diagonal step, then an insertion, then a
- *      deletion (the rule of mapper/align.py), its CIGAR and MD written into the record's slot of `texts`;
+ *   2. twin_gapped, for the others: whether a record's alignment is its predecessor's (the same read on the
+ *      same strand, edits and span letters), so that only the first of a run is aligned;
+ *      align_gapped, for the first of each run: a global alignment of the read against exactly the span in the
+ *      band of diagonals |j - i| <= d, traced back from the end preferring a diagonal step, then an insertion,
+ *      then a deletion (the rule of mapper/align.py), its CIGAR and MD written into the record's slot of `texts`;
  *   3. line_sizes: the bytes of each line; the host scans them into offsets;
  *   4. write_lines: each line written at its offset.
  * Steps 3 and 4 run the same routine (render_line<WRITE>), which only counts when WRITE is false, so a line's
@@ -173,25 +175,63 @@ extern "C" __global__ void classify_records(const uint8_t *codes, const long lon
     md_size[k] = hamming == edits ? o.n : -1;
 }
 
-/* Step 2. One thread per gapped record gapped[t] with edit distance d and span W = end - start, over the read
- * (length L) on its strand. D[i][b] (b = 0 .. 2d) is the fewest edits of read[0, i) against span[0, j) on
- * diagonal j = i + b - d: row 0 is j (0 <= j <= W), each later row takes the least of the diagonal step (plus
- * 1 unless read[i - 1] matches span[j - 1], a letter outside the span matching nothing), the insertion from
- * (i - 1, b + 1) plus 1 and the deletion from (i, b - 1) plus 1, left to right. The traceback from (L, W)
- * takes the diagonal step when it gives the cell's value, else the insertion, else the deletion, to (0, 0).
- * An alignment of cost d never leaves the band, so these values and choices are those of the unbanded table.
- * Only the diagonals k = j - i that an alignment of cost d can cross are computed: |k| + |(W - L) - k| <= d
- * (k edits to reach the diagonal, then at least |W - L - k| to end at (L, W)); the band's other cells are
- * unreachable. That changes no choice: a neighbour that gives a path cell's value lies on an optimal
- * alignment too, so inside these diagonals, and its value, like every value along an optimal alignment,
- * comes from cells inside them; the cells left out cannot make a comparison true that was false.
- * D is held in bytes: a value above CAP (> every cost the traceback compares, <= d <= MAX_E) is held at CAP,
- * which keeps every value <= d exact and every larger one above d, so the choices are the same. The record's
- * scratch (host-sized) holds the span's letters padded with N on both sides (L + 2d + 1 bytes), D ((L + 1)
- * rows of 2d + 2 bytes: the band, then a column no step can take) and the columns (L + d op bytes). The CIGAR (runs of M, I and D) and then the MD (matches before each mismatch, its
- * reference letter, '^' and the letters of a deletion run; insertions leave no trace; then the trailing
- * matches) are written at texts[text_at[t]]; their lengths and the alignment's cost in cig_len, md_len and
- * gap_nm. */
+/* Step 2a. One thread per gapped record gapped[t]: twin[t] = 1 when its alignment is that of gapped[t - 1], i.e.
+ * the two align the same strand row of one read (rec_at) with the same edits against spans of the same
+ * letters: align_gapped reads nothing else (the span's padding is N whatever the place). A read in a long
+ * homopolymer or tandem run (a genome-scale all-mapping's heaviest reads: four poly-C/G reads made 97 % of
+ * the records of 5,000 reads of the 3.1 Gbp proxy) has thousands of records whose spans are the same letters
+ * at places e + 1 or more apart, each a banded alignment of (L + 1)(2d + 1) cells where this is one comparison
+ * of the spans, mostly 8 bytes at a time. Reads only the inputs: no thread waits for another's result. */
+extern "C" __global__ void twin_gapped(const long long *rec_at, const long long *rec_start, const long long *rec_end,
+                                       const long long *rec_edits, const uint8_t *genome, const long long *gapped,
+                                       long long count, uint8_t *twin)
+{
+    const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= count)
+        return;
+    const long long k = gapped[t], p = t > 0 ? gapped[t - 1] : k;
+    const long long W = rec_end[k] - rec_start[k];
+    if (t == 0 || rec_at[k] != rec_at[p] || rec_edits[k] != rec_edits[p] || rec_end[p] - rec_start[p] != W) {
+        twin[t] = 0;
+        return;
+    }
+    const uint8_t *a = genome + rec_start[k], *b = genome + rec_start[p];
+    long long i = 0;
+    for (uint64_t u, v; i + 8 <= W; i += 8) {
+        memcpy(&u, a + i, 8);
+        memcpy(&v, b + i, 8);
+        if (u != v) {
+            twin[t] = 0;
+            return;
+        }
+    }
+    for (; i < W; i++) {
+        if (a[i] != b[i]) {
+            twin[t] = 0;
+            return;
+        }
+    }
+    twin[t] = 1;
+}
+
+/* Step 2b. One thread per gapped record gapped[t] (the first of each run of twins) with edit distance d and span W
+ * = end - start, over the read (length L) on its strand. D[i][b] (b = 0 .. 2d) is the fewest edits of read[0, i)
+ * against span[0, j) on diagonal j = i + b - d: row 0 is j (0 <= j <= W), each later row takes the least of the
+ * diagonal step (plus 1 unless read[i - 1] matches span[j - 1], a letter outside the span matching nothing), the
+ * insertion from (i - 1, b + 1) plus 1 and the deletion from (i, b - 1) plus 1, left to right. The traceback from
+ * (L, W) takes the diagonal step when it gives the cell's value, else the insertion, else the deletion, to (0, 0).
+ * An alignment of cost d never leaves the band, so these values and choices are those of the unbanded table. Only
+ * the diagonals k = j - i that an alignment of cost d can cross are computed: |k| + |(W - L) - k| <= d (k edits to
+ * reach the diagonal, then at least |W - L - k| to end at (L, W)); the band's other cells are unreachable. That
+ * changes no choice: a neighbour that gives a path cell's value lies on an optimal alignment too, so inside these
+ * diagonals, and its value, like every value along an optimal alignment, comes from cells inside them; the cells
+ * left out cannot make a comparison true that was false. D is held in bytes: a value above CAP (> every cost the
+ * traceback compares, <= d <= MAX_E) is held at CAP, which keeps every value <= d exact and every larger one above
+ * d, so the choices are the same. The record's scratch (host-sized) holds the span's letters padded with N on both
+ * sides (L + 2d + 1 bytes), D ((L + 1) rows of 2d + 2 bytes: the band, then a column no step can take) and the
+ * columns (L + d op bytes). The CIGAR (runs of M, I and D) and then the MD (matches before each mismatch, its
+ * reference letter, '^' and the letters of a deletion run; insertions leave no trace; then the trailing matches)
+ * are written at texts[text_at[t]]; their lengths and the alignment's cost in cig_len, md_len and gap_nm. */
 #ifndef MAX_E
 #define MAX_E 25
 #endif

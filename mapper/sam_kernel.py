@@ -145,15 +145,22 @@ def _md_slots(rec):
 def _align_gapped(launch, gapped, codes, rec, genome):
     """CIGAR and MD texts of the records `gapped` by kernels/render.cu's align_gapped: (texts, text_at,
     cig_len, md_len, nm), the i-th gapped record's CIGAR at texts[text_at[i]:][:cig_len[i]], its MD after.
+    A record whose alignment is its predecessor's (twin_gapped: a read's records in a homopolymer or tandem
+    run) shares that text, so only the first of each run is aligned.
     Each record gets a slot that holds any alignment of cost d: at most 2d + 1 CIGAR runs and d + 1 MD
     tokens, each a number (at most 20 digits) and up to two letters, the letters of deletion runs (at
     most d) besides. The kernel's scratch (the padded span, a byte per DP cell and the columns: about
     (L + 1)(2d + 4) bytes a record) is one buffer reused by launches of GAPPED_CHUNK records, which keeps
     it in cache and spares the page faults of a fresh buffer per batch."""
-    count = len(gapped)
-    if not count:
+    if not len(gapped):
         one = np.zeros(1, dtype=np.int64)
         return np.zeros(1, dtype=np.uint8), one, one, one, one
+    twin = np.empty(len(gapped), dtype=np.uint8)
+    launch("twin_gapped", len(gapped), rec[0], *rec[3:], genome, _i64(gapped), len(gapped), twin)
+    first = twin == 0
+    run = np.cumsum(first) - 1  # each gapped record's run of twins, numbered
+    gapped = gapped[first]
+    count = len(gapped)
     read, read_start, d = rec[1][gapped], rec[2], rec[5][gapped]
     L = read_start[read + 1] - read_start[read]
     text_room = (2 * d + 1) * 21 + (d + 1) * 22 + d
@@ -169,4 +176,6 @@ def _align_gapped(launch, gapped, codes, rec, genome):
             scratch = np.empty(int(scratch_at[-1]), dtype=np.uint8)
         launch("align_gapped", b - a, codes, *rec, genome, _TABLES, _i64(gapped[a:b]), b - a, scratch,
                scratch_at, texts, text_at[a:b], cig_len[a:], md_len[a:], nm[a:], block=GAPPED_BLOCK)
-    return texts, text_at, cig_len, md_len, nm
+    if count == len(run):
+        return texts, text_at, cig_len, md_len, nm
+    return texts, text_at[run], cig_len[run], md_len[run], nm[run]

@@ -125,10 +125,11 @@ def test_render_falls_back_to_numpy_without_a_compiler(monkeypatch):
     assert render_module.render(batch, rows, maps, reference, False, None, False).records > 0
 
 
-def test_gapped_records_along_a_tandem_run():
+def test_gapped_records_along_a_tandem_run(monkeypatch):
     """One read with a deletion mapped at every period of a tandem run (a repeat read's records: consecutive
     gapped records of one read against spans of the same letters) and across impurities of the run, where a
-    span of the same length holds other letters: byte for byte numpy's, on 1 and 2 threads."""
+    span of the same length holds other letters: byte for byte numpy's, on 1 and 2 threads. Only the first
+    record of each run of spans with the same letters is aligned (twin_gapped); the others share its text."""
     rng = np.random.default_rng(11)
     motif = np.array([0, 1, 2, 1, 3], dtype=np.uint8)
     run = np.resize(motif, 2000)
@@ -151,9 +152,21 @@ def test_gapped_records_along_a_tandem_run():
     cigars, mds, nms = describe(rows, loci, reference)
     assert m > 300 and len(set(mds)) > 1 and all(c != f"{L}M" for c in cigars)
     want = batch_records(batch, reference, read, strand, loci, cigars, mds, nms, nh, mapq, second)
+    spans = [genome[s:s + W].tobytes() for s in starts]
+    runs = 1 + sum(spans[i] != spans[i - 1] for i in range(1, m))
+    aligned = []
+    launch = sam_kernel.host.launch
+
+    def counted(kernel, n, *args, **options):
+        if getattr(kernel, "name", None) == "align_gapped":
+            aligned.append(n)
+        return launch(kernel, n, *args, **options)
+    monkeypatch.setattr(sam_kernel.host, "launch", counted)
     for threads in (1, 2):
+        aligned.clear()
         got = sam_kernel.records_text(batch, rows, reference, read, strand, loci, nh, mapq, second, None, threads)
         assert str(got, "utf-8") == want
+        assert sum(aligned) == runs < m / 4
 
 
 def test_text_buffer_reused_only_when_asked():
