@@ -23,6 +23,7 @@ with their creator's PID (outputs.temp_prefix), and a later run removes those of
 """
 import collections
 import concurrent.futures
+import mmap
 import multiprocessing
 import os
 import signal
@@ -343,10 +344,22 @@ def _worker_reference(folder):
         with np.load(os.path.join(folder, "contigs.npz")) as table:
             names, starts, lengths = table["names"].tolist(), table["starts"], table["lengths"]
             shared = str(table["codes_path"])
-        codes = (np.memmap(shared, dtype=np.uint8, mode="r", shape=(int(np.sum(lengths)),)) if shared
+        codes = (_map_resident(shared, int(np.sum(lengths))) if shared
                  else np.load(os.path.join(folder, "codes.npy"), mmap_mode="r"))
         _reference = folder, Reference(names, starts, lengths, codes)
     return _reference[1]
+
+
+def _map_resident(path, size):
+    """The `size` bytes of the main process's codes (a memfd: already in memory) mapped read-only with their
+    page-table entries made at once (MAP_POPULATE), not one fault at a time. A render job at genome scale
+    reads windows all over the genome, so each process faulted its way through the 3.1 Gbp codes page by
+    page: populated (0.16 s a process on the H200 host), 500,000 reads of the 3.1 Gbp proxy took 63.7 /
+    63.8 summed job seconds against 67.2 / 67.9 (align + output, -t 15), the same SAM."""
+    with open(path, "rb") as handle:
+        memory = mmap.mmap(handle.fileno(), max(size, 1), prot=mmap.PROT_READ,
+                           flags=mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0))
+    return np.frombuffer(memory, dtype=np.uint8, count=size)
 
 
 def _warm():
