@@ -11,7 +11,8 @@ seconds, share of the kernels' total, and the run's own summary (stage wall seco
 synchronisation serialises the stream, so the run is slower than a plain one; the kernel seconds are what
 each kernel costs, and the gap between a stage's wall seconds and its kernels' seconds is host work
 (prefix sums, copies, Python) in that stage. Why a script and not nsys: the GPU machines lent to the
-project carry no profiler.
+project carry no nsys; their ncu (/usr/local/cuda/bin/ncu) profiles single launches in depth (`ncu
+--target-processes all -k seed_place -s 5 -c 1 python3 -m mapper map ...`), not a run's every kernel.
 """
 import argparse
 import collections
