@@ -20,7 +20,7 @@ import re
 import numpy as np
 
 from mapper.align import all_m_mismatches, decimals
-from mapper.sam import _labels
+from mapper.sam import value_texts
 
 INDEL_FACTOR = 0.0003        # per inserted or deleted base (mrFAST: indel rate 1e-4 + Illumina indel errors 2e-4)
 MISMATCH_FLOOR = 0.001       # a mismatch costs 0.001 + its base's error probability 10^(-Q/10)
@@ -136,6 +136,6 @@ def divet_text(qnames, reference, m1, a, m2, b, letters, codes, probabilities, q
     table[:, 7] = names[np.where(c1 == c2, len(reference.names), c2)]
     table[:, 11] = strand[m2.strand[b].astype(np.int64)]
     table[:, 12] = np.array([f"{letter}\t" for letter in letters], dtype=object)[codes]
-    table[:, 14] = _labels(quality[pair], "\t{:.0f}\t".format)
-    table[:, 15] = _labels(probabilities[0] * probabilities[1], "{:e}\n".format)
+    table[:, 14] = value_texts(quality[pair], "\t{:.0f}\t".format)
+    table[:, 15] = value_texts(probabilities[0] * probabilities[1], "{:e}\n".format)
     return "".join(table.ravel().tolist())

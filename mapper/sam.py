@@ -89,25 +89,25 @@ def batch_records(batch, reference, read, strand, loci, cigars, mds, nms, nh, ma
     needed = np.zeros((2, n), dtype=bool)
     needed[strand[shown], read[shown]] = True
     needed[0, unmapped] = True
-    seq_qual = _read_fields(batch, needed)
+    seq_qual = read_fields(batch, needed)
     group_start = np.flatnonzero(~is_secondary)[np.cumsum(~is_secondary) - 1]
     flag = strand + 2 * is_secondary  # index into _FLAGS
     nms = np.asarray(nms, dtype=np.int64)
     end = f"\tRG:Z:{read_group}\n" if read_group is not None else "\n"
     pieces = np.empty((len(owner), 13), dtype=object)
     pieces[row, 0] = np.array(batch.names, dtype=object)[owner]
-    pieces[mapped, 1] = _labels(loci.contig * 4 + flag,
+    pieces[mapped, 1] = value_texts(loci.contig * 4 + flag,
                                 lambda key: f"\t{_FLAGS[key % 4]}\t{reference.names[key // 4]}\t")
     pieces[mapped, 2] = decimals(loci.start - reference.starts[loci.contig] + 1)
-    pieces[mapped, 3] = _labels(np.where(is_secondary, 0, mapq[read]), "\t{}\t".format)
+    pieces[mapped, 3] = value_texts(np.where(is_secondary, 0, mapq[read]), "\t{}\t".format)
     pieces[mapped, 4] = cigars
     pieces[mapped, 5] = np.where(is_secondary & (not secondary_seq), BARE_SEQ_QUAL, seq_qual[strand, read])
-    pieces[mapped, 6] = _labels(nms, "\tNM:i:{}\tMD:Z:".format)
+    pieces[mapped, 6] = value_texts(nms, "\tNM:i:{}\tMD:Z:".format)
     pieces[mapped, 7] = mds
-    pieces[mapped, 8] = _labels(nms, lambda v: f"\tAS:i:{-v}")
-    pieces[mapped, 9] = _labels(second + 1, lambda v: f"\tXS:i:{1 - v}" if v else "")[read]
-    pieces[mapped, 10] = _labels(nh, "\tNH:i:{}".format)[read]
-    pieces[mapped, 11] = _labels(np.arange(len(read)) - group_start + 1, "\tHI:i:{}".format)
+    pieces[mapped, 8] = value_texts(nms, lambda v: f"\tAS:i:{-v}")
+    pieces[mapped, 9] = value_texts(second + 1, lambda v: f"\tXS:i:{1 - v}" if v else "")[read]
+    pieces[mapped, 10] = value_texts(nh, "\tNH:i:{}".format)[read]
+    pieces[mapped, 11] = value_texts(np.arange(len(read)) - group_start + 1, "\tHI:i:{}".format)
     pieces[:, 12] = end
     pieces[unmapped_rows, 1] = f"\t{FLAG_UNMAPPED}\t*\t0\t0\t*"
     pieces[unmapped_rows, 2:5] = ""
@@ -119,7 +119,7 @@ def batch_records(batch, reference, read, strand, loci, cigars, mds, nms, nh, ma
 _FLAGS = (0, FLAG_REVERSE, FLAG_SECONDARY, FLAG_SECONDARY | FLAG_REVERSE)
 
 
-def _labels(values, text):
+def value_texts(values, text):
     """Object array [len(values)]: text(v) for each of `values` (non-negative ints, or floats), each distinct
     value formatted once. The distinct ints are counted over their range where it is small (NM, NH, FLAG and
     RNAME of a reference with few contigs), else, and floats, sorted out."""
@@ -133,7 +133,7 @@ def _labels(values, text):
     return table[values]
 
 
-def _read_fields(batch, needed, prefix=b"\t*\t0\t0\t", middle=b"\t"):
+def read_fields(batch, needed, prefix=b"\t*\t0\t0\t", middle=b"\t"):
     """Object array [2, n]: for the reads `needed` (bool [2, n]) on the forward strand (row 0) and on the
     reverse one (row 1: SEQ reverse-complemented, QUAL reversed), prefix + SEQ + middle + QUAL; by default
     "\t*\t0\t0\tSEQ\tQUAL" (RNEXT, PNEXT, TLEN, SEQ, QUAL of a single-end record; sam_pairs.py asks for
@@ -157,7 +157,7 @@ def _read_fields(batch, needed, prefix=b"\t*\t0\t0\t", middle=b"\t"):
 
 
 def _field_rows(batch, reads, side, prefix, middle, fastq):
-    """_read_fields' texts of `reads` on strand `side`, as a list."""
+    """read_fields' texts of `reads` on strand `side`, as a list."""
     length = batch.starts[reads + 1] - batch.starts[reads]
     widest = max(int(length.max()), 1)
     seq_at = len(prefix)

@@ -8,14 +8,14 @@ Output: the lines of one mate, one per row (a table of text pieces, see mate_lin
         that starts first (R1 on a tie), 0 unless both map to one contig. An unmapped mate of a mapped one
         is placed at its mate (RNAME/POS) and the mapped one's RNEXT/PNEXT point at itself, as the spec
         recommends. SEQ/QUAL of a reverse-strand mate are reverse-complemented/reversed (sam.py's
-        _read_fields), '*' on secondary rows with --no-secondary-seq.
+        read_fields), '*' on secondary rows with --no-secondary-seq.
 """
 from dataclasses import dataclass
 
 import numpy as np
 
 from mapper.align import decimals
-from mapper.sam import FLAG_REVERSE, FLAG_SECONDARY, FLAG_UNMAPPED, _labels, _read_fields
+from mapper.sam import FLAG_REVERSE, FLAG_SECONDARY, FLAG_UNMAPPED, read_fields, value_texts
 
 FLAG_PAIRED, FLAG_PROPER, FLAG_MATE_UNMAPPED, FLAG_MATE_REVERSE = 1, 2, 8, 32
 FLAG_FIRST, FLAG_LAST = 64, 128
@@ -81,10 +81,10 @@ def mate_lines(mates, which, rows, described, qnames, reference, mate_tags=False
     names = reference.names + ["=", "*"]
     table = np.empty((n, 17), dtype=object)
     table[:, 0] = np.asarray(qnames, dtype=object)[pair]  # an object array already: no copy
-    table[:, 1] = _labels(flag, "\t{}\t".format)
+    table[:, 1] = value_texts(flag, "\t{}\t".format)
     table[:, 2] = np.array([f"{name}\t" for name in names], dtype=object)[rname]
     table[:, 3] = decimals(pos)
-    table[:, 4] = _labels(mapq, "\t{}\t".format)
+    table[:, 4] = value_texts(mapq, "\t{}\t".format)
     table[:, 5] = np.array(described.cigars + ["*"], dtype=object)[kept]
     table[:, 6] = np.array([f"\t{name}\t" for name in names], dtype=object)[rnext]
     table[:, 7] = decimals(pnext)
@@ -95,7 +95,7 @@ def mate_lines(mates, which, rows, described, qnames, reference, mate_tags=False
     shown = np.where((rows.rank > 0) & (not secondary_seq), 2, reverse.astype(np.int64))
     needed = np.zeros((2, len(mate.batch)), dtype=bool)
     needed[shown[shown < 2], pair[shown < 2]] = True
-    fields = np.concatenate([_read_fields(mate.batch, needed, b"\t", b"\t"),
+    fields = np.concatenate([read_fields(mate.batch, needed, b"\t", b"\t"),
                              np.full((1, len(mate.batch)), "\t*\t*", dtype=object)])
     table[:, 10] = fields[shown, pair]
     table[:, 11:16] = ""
@@ -104,15 +104,15 @@ def mate_lines(mates, which, rows, described, qnames, reference, mate_tags=False
         k = kept[at]
         nms = np.asarray(described.nms, dtype=np.int64)[k]
         second = np.asarray(mate.scores[1], dtype=np.int64)[pair[at]]
-        table[at, 11] = _labels(nms, "\tNM:i:{}\tMD:Z:".format)
+        table[at, 11] = value_texts(nms, "\tNM:i:{}\tMD:Z:".format)
         table[at, 12] = np.array(described.mds, dtype=object)[k]
-        table[at, 13] = _labels(nms, lambda v: f"\tAS:i:{-v}") + _labels(second + 1, lambda v: f"\tXS:i:{1 - v}"
+        table[at, 13] = value_texts(nms, lambda v: f"\tAS:i:{-v}") + value_texts(second + 1, lambda v: f"\tXS:i:{1 - v}"
                                                                          if v else "")
-        table[at, 14] = _labels(nh[at], "\tNH:i:{}".format) + _labels(rows.rank[at] + 1, "\tHI:i:{}".format)
+        table[at, 14] = value_texts(nh[at], "\tNH:i:{}".format) + value_texts(rows.rank[at] + 1, "\tHI:i:{}".format)
     if mate_tags:
         seen = np.zeros((2, len(other.batch)), dtype=bool)
         seen[0, pair] = True
-        table[:, 15] = _read_fields(other.batch, seen, b"\tNS:Z:", b"\tNQ:Z:")[0, pair]
+        table[:, 15] = read_fields(other.batch, seen, b"\tNS:Z:", b"\tNQ:Z:")[0, pair]
     table[:, 16] = f"\tRG:Z:{read_group}\n" if read_group is not None else "\n"
     return table
 

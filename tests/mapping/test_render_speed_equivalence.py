@@ -19,7 +19,7 @@ from mapper.index import load_index
 from mapper.pipeline import Counters, find_mappings
 from mapper.reads import ReadBatch, read_batches
 from mapper.render import batch_loci, cap_records, render
-from mapper.sam import FLAG_REVERSE, FLAG_SECONDARY, FLAG_UNMAPPED, _labels
+from mapper.sam import FLAG_REVERSE, FLAG_SECONDARY, FLAG_UNMAPPED, value_texts
 from mapper.verify import _sort_order, select_loci
 
 
@@ -197,7 +197,7 @@ def test_sam_text_equals_per_record_formatting(mapped, best, max_records, compil
 
 
 @pytest.mark.parametrize("top", [30, 10 ** 7])
-def test_labels_format_each_value(top):
+def test_value_texts_format_each_value(top):
     """FLAG+RNAME, NM and NH texts by value, over a small range (counted) and a wide one (sorted)."""
     values = np.random.default_rng(top).integers(0, top, 500)
-    assert _labels(values, "<{}>".format).tolist() == [f"<{v}>" for v in values.tolist()]
+    assert value_texts(values, "<{}>".format).tolist() == [f"<{v}>" for v in values.tolist()]

@@ -72,7 +72,7 @@ def test_one_long_read_costs_its_own_length():
     own length); padded to the longest they took 5 GB and 8 GB."""
     import tracemalloc
 
-    from mapper.sam import _read_fields
+    from mapper.sam import read_fields
     rng = np.random.default_rng(2)
     lengths = np.r_[np.full(20_000, 100), 50_000]
     starts = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
@@ -83,7 +83,7 @@ def test_one_long_read_costs_its_own_length():
     tracemalloc.start()
     try:
         text = unmapped_records(batch, reads)
-        fields = _read_fields(batch, np.ones((2, len(lengths)), dtype=bool))
+        fields = read_fields(batch, np.ones((2, len(lengths)), dtype=bool))
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
