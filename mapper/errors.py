@@ -34,3 +34,8 @@ class InputError(GkmapError):
 
 class IndexFormatError(GkmapError):
     """An index folder that is missing pieces, of another format version, or built from another reference."""
+
+
+class ToolchainError(GkmapError):
+    """A compiler gkmap builds its kernels with (nvcc for the GPU, g++ for the host) is missing or failed on
+    a kernel: an installation problem, reported in one line with the compiler's first error."""

@@ -23,6 +23,7 @@ import numpy as np
 from mapper.alphabet import BASES, CODE_N
 from mapper.cores import usable_cores
 from mapper.device import signatures
+from mapper.errors import ToolchainError
 
 KERNEL_DIR = Path(__file__).resolve().parent.parent / "kernels"  # a link to ../kernels in a checkout
 BLOCK = 256  # threads per block of every one-thread-per-item launch
@@ -92,11 +93,16 @@ def cached_build(source, defines, tool, suffix, command):
             return stored[:-32]
     with tempfile.TemporaryDirectory(prefix="gkmap-build-") as tmp:
         out = Path(tmp) / f"k{suffix}"
+        argv = command(str(out))
+        compiler = os.path.basename(argv[0])
         started = time.perf_counter()
-        done = subprocess.run(command(str(out)), capture_output=True, text=True)
+        try:
+            done = subprocess.run(argv, capture_output=True, text=True)
+        except FileNotFoundError:
+            raise ToolchainError(f"{compiler} not found: it compiles kernels/{source}") from None
         _BUILT[0] += time.perf_counter() - started
         if done.returncode:
-            raise RuntimeError(f"could not compile kernels/{source}: {done.stderr.strip()}")
+            raise ToolchainError(f"{compiler} could not compile kernels/{source}: {_first_error(done.stderr)}")
         binary = out.read_bytes()
     with contextlib.suppress(OSError):  # an unwritable cache only costs the next run a compile
         cached.parent.mkdir(parents=True, exist_ok=True)
@@ -104,6 +110,13 @@ def cached_build(source, defines, tool, suffix, command):
         partial.write_bytes(binary + hashlib.sha256(binary).digest())
         os.replace(partial, cached)
     return binary
+
+
+def _first_error(text):
+    """The compiler's first line that names an error (else its first line), for a one-line message."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    errors = [line for line in lines if "error" in line.lower()]
+    return (errors or lines or ["no message"])[0]
 
 
 def _mtime(program):

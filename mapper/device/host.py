@@ -26,6 +26,7 @@ import numpy as np
 from mapper.cores import usable_cores
 from mapper.device import signatures
 from mapper.device.cuda import BLOCK, KERNEL_DIR, cached_build, code_defines
+from mapper.errors import ToolchainError
 
 WARP = 1  # a lane kernel's item runs as one thread here (kernels/common.cuh LANES)
 SEED_BY_ROW = True  # seeding merges each row's lists (seed.cu seed_place_rows): few threads, big caches
@@ -134,7 +135,7 @@ def _generator():
 def _library(source, defines):
     compiler = shutil.which("g++")
     if compiler is None:
-        raise RuntimeError("no C++ compiler (g++) to build the cpu backend's kernels")
+        raise ToolchainError("no C++ compiler (g++) to build the cpu backend's kernels")
     shim = SHIM.replace("BLOCK_SIZE", str(BLOCK))
     with tempfile.TemporaryDirectory(prefix="gkmap-host-") as tmp:
         cpp = Path(tmp) / f"{Path(source).stem}.cpp"

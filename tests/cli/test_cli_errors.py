@@ -111,6 +111,29 @@ def test_index_error_comes_before_the_device(gkmap, tmp_path, device):
     one_line_error(err, "nope.fa", "no such file")
 
 
+def test_a_broken_compiler_is_one_line(gkmap, index_dir, tmp_path, monkeypatch):
+    """The host kernels are compiled on a machine's first run (kernel cache empty): a g++ that fails is an
+    installation problem, reported as one line naming the compiler and the kernel (exit 1, no output), not
+    a traceback."""
+    from mapper.device import host
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    fake = tools / "g++"
+    fake.write_text("#!/bin/sh\necho 'x.cpp:1:2: fatal error: the compiler is broken' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tools}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    host._library.cache_clear()
+    try:
+        out = tmp_path / "out.sam"
+        code, err = gkmap("map", "--device", "cpu", "--index", index_dir(MEASLES), "-o", out, MEASLES,
+                          READS / "measles_Hm2_HiSeq_R1.fastq.gz")
+    finally:
+        host._library.cache_clear()
+    assert code == 1 and not out.exists()
+    one_line_error(err, "g++ could not compile kernels/", "the compiler is broken")
+
+
 def test_index_of_another_reference(gkmap, index_dir, tmp_path):
     other = tmp_path / "other.fa"
     other.write_text(">x\n" + "ACGT" * 100 + "\n")

@@ -1,6 +1,6 @@
 """mapper.device.cuda.cubin: kernels are compiled by nvcc once and then read from the on-disk cache
 (nvcc is on every machine that builds gkmap, GPU or not); a change of source or defines compiles anew, and
-a compile error names the kernel source."""
+a compile error, or a missing compiler, names the compiler and the kernel source."""
 import shutil
 import subprocess
 import sys
@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from mapper.device import cuda
+from mapper.errors import ToolchainError
 
 pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed here")
 DEFINES = tuple(sorted(cuda.code_defines().items()))
@@ -51,10 +52,20 @@ def test_other_defines_compile_anew(cache):
 
 
 def test_compile_error_names_the_source(cache):
+    """A failed compile is a ToolchainError (cli.main prints it as one line) naming the compiler, the kernel
+    source and the compiler's first error line."""
     broken = tuple(sorted({**dict(DEFINES), "CODE_A": "("}.items()))
-    with pytest.raises(RuntimeError, match=r"kernels/gather\.cu"):
+    with pytest.raises(ToolchainError, match=r"^nvcc could not compile kernels/gather\.cu: .*error") as raised:
         cuda.cubin("gather.cu", broken, "sm_90")
+    assert "\n" not in str(raised.value)
     assert not list(cache.glob("*.cubin"))
+
+
+def test_a_missing_compiler_is_named(cache):
+    def absent(out):
+        return ["/nonexistent/nvcc", "-o", out]
+    with pytest.raises(ToolchainError, match=r"^nvcc not found: it compiles kernels/gather\.cu$"):
+        cuda.cached_build("gather.cu", DEFINES, ("absent",), ".bin", absent)
 
 
 def test_compile_seconds_leave_the_stage_that_compiled(cache):
