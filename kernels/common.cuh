@@ -12,6 +12,7 @@
 #define GKMAP_COMMON_CUH
 
 #include <stdint.h>
+#include <string.h>
 
 #ifndef CODE_A
 #define CODE_A 0
@@ -44,6 +45,24 @@ static inline unsigned long long atomicAdd(unsigned long long *address, unsigned
     return __atomic_fetch_add(address, value, __ATOMIC_RELAXED);
 }
 #endif
+
+/* A hash of the n bytes at `text` and `seed`, 8 bytes a step: a multiply and a shift per word, so n bytes cost
+ * n / 8 dependent multiplies (a byte a step, FNV-1a, made a chain of n of them: 38 % of verify_wide's own time
+ * in the render processes at genome scale). Only a hint: its users confirm every match byte for byte. */
+__device__ __forceinline__ uint64_t bytes_hash(const uint8_t *text, long long n, uint64_t seed)
+{
+    uint64_t h = seed * 0x9e3779b97f4a7c15ull, word;
+    long long j = 0;
+    for (; j + 8 <= n; j += 8) {
+        memcpy(&word, text + j, 8);
+        h = (h ^ word) * 0xff51afd7ed558ccdull;
+        h ^= h >> 29;
+    }
+    for (word = 0; j < n; ++j)
+        word = word << 8 | text[j];
+    h = (h ^ word ^ (uint64_t)n) * 0xc4ceb9fe1a85ec53ull;
+    return h ^ h >> 32;
+}
 
 /* Lanes: a kernel may give one item (a seeding row) LANES threads that step through its array together,
  * LANES entries a round, and exchange what they hold with ballots (which lanes have a property) and

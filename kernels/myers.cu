@@ -47,8 +47,6 @@
  * JIT constants (-D): MAX_WORDS = ceil(longest read / 64), MAX_ENDS, MAX_WIN (the longest window,
  * L + 3e for a band of e + 1 diagonals), CODE_N.
  */
-#include <string.h>
-
 #include "common.cuh"
 
 #ifndef MAX_WORDS
@@ -346,25 +344,6 @@ __device__ __forceinline__ bool same_bytes(const uint8_t *a, const uint8_t *b, i
     return true;
 }
 
-/* A hash of the n bytes at `text` and `seed`, 8 bytes a step: a multiply and a rotation per word, so a span of
- * L + d bases costs (L + d) / 8 dependent multiplies. A byte a step (FNV-1a) was a chain of L + d of them,
- * 40 % of verify_wide's time in the render processes' refinement at genome scale (perf, 5,000 reads of the
- * 3.1 Gbp proxy, one core). Only a hint: leftmost_starts confirms every match byte for byte. */
-__device__ __forceinline__ u64 text_hash(const uint8_t *text, int n, u64 seed)
-{
-    u64 h = seed * 0x9e3779b97f4a7c15ull, word;
-    int j = 0;
-    for (; j + 8 <= n; j += 8) {
-        memcpy(&word, text + j, 8);
-        h = (h ^ word) * 0xff51afd7ed558ccdull;
-        h ^= h >> 29;
-    }
-    for (word = 0; j < n; ++j)
-        word = word << 8 | text[j];
-    h = (h ^ word ^ (u64)n) * 0xc4ceb9fe1a85ec53ull;
-    return h ^ h >> 32;
-}
-
 #define START_SLOTS 16 /* ends whose starts leftmost_starts remembers (a power of two) */
 #ifndef START_HASH_MASK
 #define START_HASH_MASK 0xffffffffffffffffull /* tests set 0: every end then hashes alike, and the byte
@@ -391,7 +370,7 @@ __device__ __forceinline__ void leftmost_starts(const u64 (&pA)[MAX_WORDS], cons
     for (int k = 0; k < count; ++k) {
         const int end = ends[k], d = edits[k], span = min(end + 1, L + d);
         const uint8_t *text = win + end - span + 1;
-        const u64 h = text_hash(text, span, (u64)d << 32 | (u64)span) & START_HASH_MASK;
+        const u64 h = bytes_hash(text, span, (u64)d << 32 | (u64)span) & START_HASH_MASK; /* common.cuh */
         const int slot = (int)(h >> 60) & (START_SLOTS - 1);
         const int prior = taken[slot];
         if (prior >= 0 && seen[slot] == h && edits[prior] == d && min(ends[prior] + 1, L + d) == span

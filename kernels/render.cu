@@ -16,11 +16,12 @@
  *   1. classify_records: when the mapping spans the read's length and its Hamming distance (an N never
  *      matches) equals its edit count, the all-M alignment is optimal and is the one reported: its MD is
  *      written into the record's slot of `md_text` and md_size[k] is its length; -1 otherwise;
- *   2. twin_gapped, for the others: whether a record's alignment is its predecessor's (the same read on the
- *      same strand, edits and span letters), so that only the first of a run is aligned;
- *      align_gapped, for the first of each run: a global alignment of the read against exactly the span in the
- *      band of diagonals |j - i| <= d, traced back from the end preferring a diagonal step, then an insertion,
- *      then a deletion (the rule of mapper/align.py), its CIGAR and MD written into the record's slot of `texts`;
+ *   2. for the others, span_keys and twin_check: which records align the same strand row of one read with the
+ *      same edits against spans of the same letters (twins, whose alignments are one), so that only the first
+ *      of each set is aligned; align_gapped, for those: a global alignment of the read against exactly the
+ *      span in the band of diagonals |j - i| <= d, traced back from the end preferring a diagonal step, then
+ *      an insertion, then a deletion (the rule of mapper/align.py), its CIGAR and MD written into the record's
+ *      slot of `texts`;
  *   3. line_sizes: the bytes of each line; the host scans them into offsets;
  *   4. write_lines: each line written at its offset.
  * Steps 3 and 4 run the same routine (render_line<WRITE>), which only counts when WRITE is false, so a line's
@@ -175,46 +176,70 @@ extern "C" __global__ void classify_records(const uint8_t *codes, const long lon
     md_size[k] = hamming == edits ? o.n : -1;
 }
 
-/* Step 2a. One thread per gapped record gapped[t]: twin[t] = 1 when its alignment is that of gapped[t - 1], i.e.
- * the two align the same strand row of one read (rec_at) with the same edits against spans of the same
- * letters: align_gapped reads nothing else (the span's padding is N whatever the place). A read in a long
- * homopolymer or tandem run (a genome-scale all-mapping's heaviest reads: four poly-C/G reads made 97 % of
- * the records of 5,000 reads of the 3.1 Gbp proxy) has thousands of records whose spans are the same letters
- * at places e + 1 or more apart, each a banded alignment of (L + 1)(2d + 1) cells where this is one comparison
- * of the spans, mostly 8 bytes at a time. Reads only the inputs: no thread waits for another's result. */
-extern "C" __global__ void twin_gapped(const long long *rec_at, const long long *rec_start, const long long *rec_end,
-                                       const long long *rec_edits, const uint8_t *genome, const long long *gapped,
-                                       long long count, uint8_t *twin)
+/* Twins: gapped records that align the same strand row of one read (rec_at) with the same edits against spans
+ * of the same letters. align_gapped reads nothing else (the span's padding is N whatever the place), so twins
+ * have one alignment. A read in homopolymer or tandem runs (a genome-scale all-mapping's heaviest reads: four
+ * poly-C/G reads made 97 % of the records of 5,000 reads of the 3.1 Gbp proxy) has thousands of records whose
+ * spans hold the same letters at places e + 1 or more apart, each a banded alignment of (L + 1)(2d + 1) cells
+ * where finding its twin costs a hash and a comparison of the spans, 8 bytes a step. The host
+ * (mapper/sam_kernel.py) proposes, for each record, the first record of its key (span_keys); twin_check keeps
+ * the proposal only for a true twin. Each thread reads inputs and writes its own entry: no thread waits for
+ * another's result. */
+
+/* Whether gapped records k and p are twins. */
+__device__ __forceinline__ bool twins(const long long *rec_at, const long long *rec_start, const long long *rec_end,
+                                      const long long *rec_edits, const uint8_t *genome, long long k, long long p)
 {
-    const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (t >= count)
-        return;
-    const long long k = gapped[t], p = t > 0 ? gapped[t - 1] : k;
     const long long W = rec_end[k] - rec_start[k];
-    if (t == 0 || rec_at[k] != rec_at[p] || rec_edits[k] != rec_edits[p] || rec_end[p] - rec_start[p] != W) {
-        twin[t] = 0;
-        return;
-    }
+    if (rec_at[k] != rec_at[p] || rec_edits[k] != rec_edits[p] || rec_end[p] - rec_start[p] != W)
+        return false;
     const uint8_t *a = genome + rec_start[k], *b = genome + rec_start[p];
     long long i = 0;
     for (uint64_t u, v; i + 8 <= W; i += 8) {
         memcpy(&u, a + i, 8);
         memcpy(&v, b + i, 8);
-        if (u != v) {
-            twin[t] = 0;
-            return;
-        }
+        if (u != v)
+            return false;
     }
-    for (; i < W; i++) {
-        if (a[i] != b[i]) {
-            twin[t] = 0;
-            return;
-        }
-    }
-    twin[t] = 1;
+    for (; i < W; i++)
+        if (a[i] != b[i])
+            return false;
+    return true;
 }
 
-/* Step 2b. One thread per gapped record gapped[t] (the first of each run of twins) with edit distance d and span W
+/* Step 2a. One thread per gapped record gapped[t]: key[t], a hash (common.cuh bytes_hash) of its span's letters
+ * seeded with its read row, edits and span width: twins have equal keys. */
+extern "C" __global__ void span_keys(const long long *rec_at, const long long *rec_start, const long long *rec_end,
+                                     const long long *rec_edits, const uint8_t *genome, const long long *gapped,
+                                     long long count, unsigned long long *key)
+{
+    const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= count)
+        return;
+    if (t + AHEAD < count) {
+        PREFETCH(genome + rec_start[gapped[t + AHEAD]]);
+        PREFETCH(genome + rec_start[gapped[t + AHEAD]] + 64);
+    }
+    const long long k = gapped[t], W = rec_end[k] - rec_start[k];
+    const uint64_t seed = ((uint64_t)rec_at[k] << 16) ^ ((uint64_t)rec_edits[k] << 8) ^ (uint64_t)W;
+    key[t] = bytes_hash(genome + rec_start[k], W, seed);
+}
+
+/* Step 2b. One thread per gapped record gapped[t]: source[t] (the host's proposal: the first gapped record with
+ * t's key, t itself when it is that first) stays only when the two are twins; otherwise (a hash collision)
+ * source[t] = t, and t is aligned itself. A proposed record is always the first of its key, its own source. */
+extern "C" __global__ void twin_check(const long long *rec_at, const long long *rec_start, const long long *rec_end,
+                                      const long long *rec_edits, const uint8_t *genome, const long long *gapped,
+                                      long long count, long long *source)
+{
+    const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= count || source[t] == t)
+        return;
+    if (!twins(rec_at, rec_start, rec_end, rec_edits, genome, gapped[t], gapped[source[t]]))
+        source[t] = t;
+}
+
+/* Step 2c. One thread per gapped record gapped[t] (the first of each set of twins) with edit distance d and span W
  * = end - start, over the read (length L) on its strand. D[i][b] (b = 0 .. 2d) is the fewest edits of read[0, i)
  * against span[0, j) on diagonal j = i + b - d: row 0 is j (0 <= j <= W), each later row takes the least of the
  * diagonal step (plus 1 unless read[i - 1] matches span[j - 1], a letter outside the span matching nothing), the

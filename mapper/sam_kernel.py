@@ -145,8 +145,8 @@ def _md_slots(rec):
 def _align_gapped(launch, gapped, codes, rec, genome):
     """CIGAR and MD texts of the records `gapped` by kernels/render.cu's align_gapped: (texts, text_at,
     cig_len, md_len, nm), the i-th gapped record's CIGAR at texts[text_at[i]:][:cig_len[i]], its MD after.
-    A record whose alignment is its predecessor's (twin_gapped: a read's records in a homopolymer or tandem
-    run) shares that text, so only the first of each run is aligned.
+    Twins (records of one read row and edits against spans of the same letters: a read's records in
+    homopolymer or tandem runs) share one text: only the first of each set is aligned (_twins).
     Each record gets a slot that holds any alignment of cost d: at most 2d + 1 CIGAR runs and d + 1 MD
     tokens, each a number (at most 20 digits) and up to two letters, the letters of deletion runs (at
     most d) besides. The kernel's scratch (the padded span, a byte per DP cell and the columns: about
@@ -155,11 +155,8 @@ def _align_gapped(launch, gapped, codes, rec, genome):
     if not len(gapped):
         one = np.zeros(1, dtype=np.int64)
         return np.zeros(1, dtype=np.uint8), one, one, one, one
-    twin = np.empty(len(gapped), dtype=np.uint8)
-    launch("twin_gapped", len(gapped), rec[0], *rec[3:], genome, _i64(gapped), len(gapped), twin)
-    first = twin == 0
-    run = np.cumsum(first) - 1  # each gapped record's run of twins, numbered
-    gapped = gapped[first]
+    heads, run = _twins(launch, _i64(gapped), rec, genome)
+    gapped = gapped[heads]
     count = len(gapped)
     read, read_start, d = rec[1][gapped], rec[2], rec[5][gapped]
     L = read_start[read + 1] - read_start[read]
@@ -179,3 +176,22 @@ def _align_gapped(launch, gapped, codes, rec, genome):
     if count == len(run):
         return texts, text_at, cig_len, md_len, nm
     return texts, text_at[run], cig_len[run], md_len[run], nm[run]
+
+
+def _twins(launch, gapped, rec, genome):
+    """(heads, run): the gapped records aligned (the first of each set of twins, kernels/render.cu), and for
+    each gapped record the number of its set's head among them. Records with equal span keys are proposed as
+    twins of the first of them; twin_check keeps only true twins (a hash collision aligns on its own)."""
+    count = len(gapped)
+    key = np.empty(count, dtype=np.uint64)
+    launch("span_keys", count, rec[0], *rec[3:], genome, gapped, count, key)
+    order = np.argsort(key)
+    starts = np.flatnonzero(np.r_[True, key[order][1:] != key[order][:-1]])
+    source = np.empty(count, dtype=np.int64)
+    source[order] = np.repeat(np.minimum.reduceat(order, starts), np.diff(np.r_[starts, count]))
+    launch("twin_check", count, rec[0], *rec[3:], genome, gapped, count, source)
+    heads = np.flatnonzero(source == np.arange(count))
+    slot = np.empty(count, dtype=np.int64)
+    slot[heads] = np.arange(len(heads))
+    return heads, slot[source]
+

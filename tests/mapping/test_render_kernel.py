@@ -129,7 +129,8 @@ def test_gapped_records_along_a_tandem_run(monkeypatch):
     """One read with a deletion mapped at every period of a tandem run (a repeat read's records: consecutive
     gapped records of one read against spans of the same letters) and across impurities of the run, where a
     span of the same length holds other letters: byte for byte numpy's, on 1 and 2 threads. Only the first
-    record of each run of spans with the same letters is aligned (twin_gapped); the others share its text."""
+    record of each set of spans with the same letters is aligned (span_keys, twin_check); the others share
+    its text."""
     rng = np.random.default_rng(11)
     motif = np.array([0, 1, 2, 1, 3], dtype=np.uint8)
     run = np.resize(motif, 2000)
@@ -152,8 +153,7 @@ def test_gapped_records_along_a_tandem_run(monkeypatch):
     cigars, mds, nms = describe(rows, loci, reference)
     assert m > 300 and len(set(mds)) > 1 and all(c != f"{L}M" for c in cigars)
     want = batch_records(batch, reference, read, strand, loci, cigars, mds, nms, nh, mapq, second)
-    spans = [genome[s:s + W].tobytes() for s in starts]
-    runs = 1 + sum(spans[i] != spans[i - 1] for i in range(1, m))
+    distinct = len({genome[s:s + W].tobytes() for s in starts})  # every record: one row, width and edits
     aligned = []
     launch = sam_kernel.host.launch
 
@@ -166,7 +166,22 @@ def test_gapped_records_along_a_tandem_run(monkeypatch):
         aligned.clear()
         got = sam_kernel.records_text(batch, rows, reference, read, strand, loci, nh, mapq, second, None, threads)
         assert str(got, "utf-8") == want
-        assert sum(aligned) == runs < m / 4
+        assert sum(aligned) == distinct < m / 4
+
+
+def test_twin_check_keeps_only_true_twins():
+    """twin_check on proposals as a hash collision would make them: a record proposed as the twin of one with
+    other span letters, another width, other edits or another read row is aligned on its own; a true twin
+    keeps its proposal."""
+    genome = np.array([0, 1, 2, 3] * 50 + [1] * 40, dtype=np.uint8)
+    rec_at = np.array([0, 0, 0, 0, 0, 7], dtype=np.int64)
+    start = np.array([0, 4, 200, 8, 12, 16], dtype=np.int64)  # 200: the run of 1s, other letters
+    end = start + np.array([20, 20, 20, 24, 20, 20])
+    edits = np.array([2, 2, 2, 2, 3, 2], dtype=np.int64)
+    gapped = np.arange(6, dtype=np.int64)
+    source = np.zeros(6, dtype=np.int64)  # every record proposed as record 0's twin
+    sam_kernel.host.launch(sam_kernel._kernel("twin_check"), 6, rec_at, start, end, edits, genome, gapped, 6, source)
+    assert source.tolist() == [0, 0, 2, 3, 4, 5]
 
 
 def test_text_buffer_reused_only_when_asked():
