@@ -186,12 +186,15 @@ extern "C" __global__ void classify_records(const uint8_t *codes, const long lon
  * the proposal only for a true twin. Each thread reads inputs and writes its own entry: no thread waits for
  * another's result. */
 
-/* Whether gapped records k and p are twins. */
-__device__ __forceinline__ bool twins(const long long *rec_at, const long long *rec_start, const long long *rec_end,
-                                      const long long *rec_edits, const uint8_t *genome, long long k, long long p)
+/* Whether gapped records k and p are twins. The read too, not only its row's start: an empty read's rows start
+ * where another read's row does (seeding.strand_rows), and the read's length is part of the alignment. */
+__device__ __forceinline__ bool twins(const long long *rec_at, const long long *rec_read, const long long *rec_start,
+                                      const long long *rec_end, const long long *rec_edits, const uint8_t *genome,
+                                      long long k, long long p)
 {
     const long long W = rec_end[k] - rec_start[k];
-    if (rec_at[k] != rec_at[p] || rec_edits[k] != rec_edits[p] || rec_end[p] - rec_start[p] != W)
+    if (rec_at[k] != rec_at[p] || rec_read[k] != rec_read[p] || rec_edits[k] != rec_edits[p]
+        || rec_end[p] - rec_start[p] != W)
         return false;
     const uint8_t *a = genome + rec_start[k], *b = genome + rec_start[p];
     long long i = 0;
@@ -228,14 +231,14 @@ extern "C" __global__ void span_keys(const long long *rec_at, const long long *r
 /* Step 2b. One thread per gapped record gapped[t]: source[t] (the host's proposal: the first gapped record with
  * t's key, t itself when it is that first) stays only when the two are twins; otherwise (a hash collision)
  * source[t] = t, and t is aligned itself. A proposed record is always the first of its key, its own source. */
-extern "C" __global__ void twin_check(const long long *rec_at, const long long *rec_start, const long long *rec_end,
-                                      const long long *rec_edits, const uint8_t *genome, const long long *gapped,
-                                      long long count, long long *source)
+extern "C" __global__ void twin_check(const long long *rec_at, const long long *rec_read, const long long *rec_start,
+                                      const long long *rec_end, const long long *rec_edits, const uint8_t *genome,
+                                      const long long *gapped, long long count, long long *source)
 {
     const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= count || source[t] == t)
         return;
-    if (!twins(rec_at, rec_start, rec_end, rec_edits, genome, gapped[t], gapped[source[t]]))
+    if (!twins(rec_at, rec_read, rec_start, rec_end, rec_edits, genome, gapped[t], gapped[source[t]]))
         source[t] = t;
 }
 

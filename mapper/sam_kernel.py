@@ -189,7 +189,7 @@ def _twins(launch, gapped, rec, genome):
     starts = np.flatnonzero(np.r_[True, key[order][1:] != key[order][:-1]])
     source = np.empty(count, dtype=np.int64)
     source[order] = np.repeat(np.minimum.reduceat(order, starts), np.diff(np.r_[starts, count]))
-    launch("twin_check", count, rec[0], *rec[3:], genome, gapped, count, source)
+    launch("twin_check", count, rec[0], rec[1], *rec[3:], genome, gapped, count, source)
     heads = np.flatnonzero(source == np.arange(count))
     slot = np.empty(count, dtype=np.int64)
     slot[heads] = np.arange(len(heads))

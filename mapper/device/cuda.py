@@ -100,10 +100,15 @@ def cached_build(source, defines, tool, suffix, command):
             done = subprocess.run(argv, capture_output=True, text=True)
         except FileNotFoundError:
             raise ToolchainError(f"{compiler} not found: it compiles kernels/{source}") from None
+        except OSError as error:  # not executable, and the like
+            raise ToolchainError(f"{compiler} could not be run for kernels/{source}: {error.strerror}") from None
         _BUILT[0] += time.perf_counter() - started
         if done.returncode:
             raise ToolchainError(f"{compiler} could not compile kernels/{source}: {_first_error(done.stderr)}")
-        binary = out.read_bytes()
+        try:
+            binary = out.read_bytes()
+        except OSError:
+            raise ToolchainError(f"{compiler} wrote nothing for kernels/{source}") from None
     with contextlib.suppress(OSError):  # an unwritable cache only costs the next run a compile
         cached.parent.mkdir(parents=True, exist_ok=True)
         partial = cached.with_suffix(f".{os.getpid()}.tmp")
@@ -113,9 +118,11 @@ def cached_build(source, defines, tool, suffix, command):
 
 
 def _first_error(text):
-    """The compiler's first line that names an error (else its first line), for a one-line message."""
+    """The compiler's first line that reports an error (else its first line), for a one-line message. The
+    driver's closing summary (`collect2: error: ld returned 1 exit status`) is no cause: a link error's cause
+    is the linker's line before it (`ld: cannot find -lgomp`), which is then the first line."""
     lines = [line.strip() for line in text.splitlines() if line.strip()]
-    errors = [line for line in lines if "error" in line.lower()]
+    errors = [line for line in lines if "error" in line.lower() and not line.startswith("collect2")]
     return (errors or lines or ["no message"])[0]
 
 

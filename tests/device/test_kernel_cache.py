@@ -61,11 +61,29 @@ def test_compile_error_names_the_source(cache):
     assert not list(cache.glob("*.cubin"))
 
 
-def test_a_missing_compiler_is_named(cache):
+def test_a_missing_compiler_is_named(cache, tmp_path):
+    """A compiler that is missing, cannot be run, or succeeds without writing its output: one line each."""
     def absent(out):
         return ["/nonexistent/nvcc", "-o", out]
     with pytest.raises(ToolchainError, match=r"^nvcc not found: it compiles kernels/gather\.cu$"):
         cuda.cached_build("gather.cu", DEFINES, ("absent",), ".bin", absent)
+    locked = tmp_path / "g++"
+    locked.write_text("#!/bin/sh\n")  # not executable
+    with pytest.raises(ToolchainError, match=r"^g\+\+ could not be run for kernels/gather\.cu: Permission denied$"):
+        cuda.cached_build("gather.cu", DEFINES, ("locked",), ".bin", lambda out: [str(locked), "-o", out])
+    with pytest.raises(ToolchainError, match=r"wrote nothing for kernels/gather\.cu$"):
+        cuda.cached_build("gather.cu", DEFINES, ("silent",), ".bin", lambda out: [sys.executable, "-c", "pass"])
+
+
+def test_the_first_error_line_is_the_cause():
+    """The message quotes the compiler's first error line; a link failure's cause (ld's line) before the
+    driver's closing summary."""
+    assert cuda._first_error("k.cu: In function 'f':\nk.cu:3:1: error: expected ';'\nk.cu:4:1: error: x\n") == \
+        "k.cu:3:1: error: expected ';'"
+    assert cuda._first_error("/usr/bin/ld: cannot find -lgomp: No such file or directory\n"
+                             "collect2: error: ld returned 1 exit status\n") == \
+        "/usr/bin/ld: cannot find -lgomp: No such file or directory"
+    assert cuda._first_error("") == "no message"
 
 
 def test_compile_seconds_leave_the_stage_that_compiled(cache):

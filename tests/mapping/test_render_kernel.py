@@ -174,14 +174,33 @@ def test_twin_check_keeps_only_true_twins():
     other span letters, another width, other edits or another read row is aligned on its own; a true twin
     keeps its proposal."""
     genome = np.array([0, 1, 2, 3] * 50 + [1] * 40, dtype=np.uint8)
-    rec_at = np.array([0, 0, 0, 0, 0, 7], dtype=np.int64)
-    start = np.array([0, 4, 200, 8, 12, 16], dtype=np.int64)  # 200: the run of 1s, other letters
-    end = start + np.array([20, 20, 20, 24, 20, 20])
-    edits = np.array([2, 2, 2, 2, 3, 2], dtype=np.int64)
-    gapped = np.arange(6, dtype=np.int64)
-    source = np.zeros(6, dtype=np.int64)  # every record proposed as record 0's twin
-    sam_kernel.host.launch(sam_kernel._kernel("twin_check"), 6, rec_at, start, end, edits, genome, gapped, 6, source)
-    assert source.tolist() == [0, 0, 2, 3, 4, 5]
+    rec_at = np.array([0, 0, 0, 0, 0, 7, 0], dtype=np.int64)
+    read = np.array([0, 0, 0, 0, 0, 1, 2], dtype=np.int64)  # 2: another read whose row starts at 0 (empty)
+    start = np.array([0, 4, 200, 8, 12, 16, 20], dtype=np.int64)  # 200: the run of 1s, other letters
+    end = start + np.array([20, 20, 20, 24, 20, 20, 20])
+    edits = np.array([2, 2, 2, 2, 3, 2, 2], dtype=np.int64)
+    gapped = np.arange(7, dtype=np.int64)
+    source = np.zeros(7, dtype=np.int64)  # every record proposed as record 0's twin
+    sam_kernel.host.launch(sam_kernel._kernel("twin_check"), 7, rec_at, read, start, end, edits, genome, gapped, 7,
+                           source)
+    assert source.tolist() == [0, 0, 2, 3, 4, 5, 6]
+
+
+def test_an_empty_read_is_no_twin_of_the_read_whose_row_it_shares():
+    """An empty read's strand rows start where the next read's rows do (seeding.strand_rows): its gapped
+    records are not that read's twins, though their span letters, edits and row start agree."""
+    reference = Reference(["c"], np.array([0]), np.array([8]), ENCODE[np.frombuffer(b"CCCAGTAC", dtype=np.uint8)])
+    seq = np.frombuffer(b"A", dtype=np.uint8).copy()
+    batch = ReadBatch(["empty", "one"], seq, np.full(1, 40, dtype=np.uint8), np.array([0, 0, 1], dtype=np.int64))
+    rows = strand_rows(ENCODE[seq], batch.starts, np.full(2, 3, dtype=np.int64))
+    loci = Mappings(np.array([0, 1]), np.zeros(2, dtype=np.int64), np.zeros(2, dtype=np.int64),
+                    np.full(2, 3, dtype=np.int64), np.full(2, 3, dtype=np.int64))
+    read, strand = np.array([0, 1]), np.zeros(2, dtype=np.int64)
+    nh, mapq, second = np.ones(2, dtype=np.int64), np.zeros(2, dtype=np.int64), np.full(2, -1, dtype=np.int64)
+    assert rows.start[0] == rows.start[1]
+    want = batch_records(batch, reference, read, strand, loci, *describe(rows, loci, reference), nh, mapq, second)
+    got = sam_kernel.records_text(batch, rows, reference, read, strand, loci, nh, mapq, second)
+    assert str(got, "utf-8") == want and "\t3D\t" in want and "\t2D1M\t" in want
 
 
 def test_text_buffer_reused_only_when_asked():
