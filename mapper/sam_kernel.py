@@ -186,7 +186,8 @@ def _twins(launch, gapped, rec, genome):
     key = np.empty(count, dtype=np.uint64)
     launch("span_keys", count, rec[0], *rec[3:], genome, gapped, count, key)
     order = np.argsort(key)
-    starts = np.flatnonzero(np.r_[True, key[order][1:] != key[order][:-1]])
+    ordered = key[order]
+    starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
     source = np.empty(count, dtype=np.int64)
     source[order] = np.repeat(np.minimum.reduceat(order, starts), np.diff(np.r_[starts, count]))
     launch("twin_check", count, rec[0], rec[1], *rec[3:], genome, gapped, count, source)
