@@ -46,6 +46,22 @@ static inline unsigned long long atomicAdd(unsigned long long *address, unsigned
 }
 #endif
 
+/* Whether the n bytes at a and b are equal, compared 8 at a time. */
+__device__ __forceinline__ bool same_bytes(const uint8_t *a, const uint8_t *b, long long n)
+{
+    long long i = 0;
+    for (uint64_t u, v; i + 8 <= n; i += 8) {
+        memcpy(&u, a + i, 8);
+        memcpy(&v, b + i, 8);
+        if (u != v)
+            return false;
+    }
+    for (; i < n; i++)
+        if (a[i] != b[i])
+            return false;
+    return true;
+}
+
 /* A hash of the n bytes at `text` and `seed`, 8 bytes a step: a multiply and a shift per word, so n bytes cost
  * n / 8 dependent multiplies (a byte a step, FNV-1a, made a chain of n of them: 38 % of verify_wide's own time
  * in the render processes at genome scale). Only a hint: its users confirm every match byte for byte. */

@@ -335,15 +335,6 @@ __device__ __forceinline__ int leftmost_start(const u64 (&pA)[MAX_WORDS], const 
     return end - farthest + 1;
 }
 
-/* Whether the n bytes at a and b are equal. */
-__device__ __forceinline__ bool same_bytes(const uint8_t *a, const uint8_t *b, int n)
-{
-    for (int j = 0; j < n; ++j)
-        if (a[j] != b[j])
-            return false;
-    return true;
-}
-
 #define START_SLOTS 16 /* ends whose starts leftmost_starts remembers (a power of two) */
 #ifndef START_HASH_MASK
 #define START_HASH_MASK 0xffffffffffffffffull /* tests set 0: every end then hashes alike, and the byte

@@ -200,18 +200,7 @@ __device__ __forceinline__ bool twins(const long long *rec_at, const long long *
     if (rec_at[k] != rec_at[p] || rec_read[k] != rec_read[p] || rec_edits[k] != rec_edits[p]
         || rec_end[p] - rec_start[p] != W)
         return false;
-    const uint8_t *a = genome + rec_start[k], *b = genome + rec_start[p];
-    long long i = 0;
-    for (uint64_t u, v; i + 8 <= W; i += 8) {
-        memcpy(&u, a + i, 8);
-        memcpy(&v, b + i, 8);
-        if (u != v)
-            return false;
-    }
-    for (; i < W; i++)
-        if (a[i] != b[i])
-            return false;
-    return true;
+    return same_bytes(genome + rec_start[k], genome + rec_start[p], W); /* common.cuh */
 }
 
 /* Step 2a. One thread per gapped record gapped[t]: key[t], a hash (common.cuh bytes_hash) of its span's letters

@@ -97,7 +97,7 @@ def batch_records(batch, reference, read, strand, loci, cigars, mds, nms, nh, ma
     pieces = np.empty((len(owner), 13), dtype=object)
     pieces[row, 0] = np.array(batch.names, dtype=object)[owner]
     pieces[mapped, 1] = value_texts(loci.contig * 4 + flag,
-                                lambda key: f"\t{_FLAGS[key % 4]}\t{reference.names[key // 4]}\t")
+                                    lambda key: f"\t{_FLAGS[key % 4]}\t{reference.names[key // 4]}\t")
     pieces[mapped, 2] = decimals(loci.start - reference.starts[loci.contig] + 1)
     pieces[mapped, 3] = value_texts(np.where(is_secondary, 0, mapq[read]), "\t{}\t".format)
     pieces[mapped, 4] = cigars

@@ -195,4 +195,3 @@ def _twins(launch, gapped, rec, genome):
     slot = np.empty(count, dtype=np.int64)
     slot[heads] = np.arange(len(heads))
     return heads, slot[source]
-

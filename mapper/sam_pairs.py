@@ -106,8 +106,8 @@ def mate_lines(mates, which, rows, described, qnames, reference, mate_tags=False
         second = np.asarray(mate.scores[1], dtype=np.int64)[pair[at]]
         table[at, 11] = value_texts(nms, "\tNM:i:{}\tMD:Z:".format)
         table[at, 12] = np.array(described.mds, dtype=object)[k]
-        table[at, 13] = value_texts(nms, lambda v: f"\tAS:i:{-v}") + value_texts(second + 1, lambda v: f"\tXS:i:{1 - v}"
-                                                                         if v else "")
+        table[at, 13] = (value_texts(nms, lambda v: f"\tAS:i:{-v}")
+                         + value_texts(second + 1, lambda v: f"\tXS:i:{1 - v}" if v else ""))
         table[at, 14] = value_texts(nh[at], "\tNH:i:{}".format) + value_texts(rows.rank[at] + 1, "\tHI:i:{}".format)
     if mate_tags:
         seen = np.zeros((2, len(other.batch)), dtype=bool)
