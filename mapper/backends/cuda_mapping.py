@@ -12,6 +12,7 @@ It reaches its device only through mapper/device (`layer`), whose GPU layer impo
 import functools
 import logging
 import types
+from typing import NamedTuple
 
 import numpy as np
 
@@ -278,9 +279,9 @@ class CudaBackend(Backend):
             cuda.trim_pool(self._work if self._trim_at is None else self._trim_at)
         launch_slots, part_windows = self._capacity()
         parts = _Parts(part_windows, hits)
-        totals = cuda.scratch(4 * 8)
+        queued = None  # the launch before this one, whose bands are compacted once its sums are back
         for launch in _launches(hits, launch_slots, sel.apart):
-            begin, end, capacity, d_slot, block_row, block_index, n = launch
+            begin, end, capacity, d_slot, block_row, block_index, n, _ = launch
             rows_args = (begin, end - begin)
             room = _room(capacity, launch_slots)
             diag_contig, diag_value, diag_flags = cuda.scratch(4 * room), cuda.scratch(8 * room), cuda.scratch(room)
@@ -295,21 +296,22 @@ class CudaBackend(Backend):
                             d_slot, begin, k_begin, k_end - k_begin, capacity, *lists, contig_ends, n_contigs, genome,
                             *held, *placed)
             # chained in segments (seed_segments: a cut per block of SEGMENT slots, or none), a warp a block
-            # (common.cuh LANES); the bands' offsets and the launch's sums on the device: one download a launch
+            # (common.cuh LANES); the bands' offsets and the launch's sums on the device
             seg_at, counts, dense = cuda.scratch(8 * n), cuda.scratch(16 * n), cuda.scratch(8 * n)
-            band_contig, band_lo, band_hi = cuda.scratch(4 * room), cuda.scratch(8 * room), cuda.scratch(8 * room)
+            bands = cuda.scratch(4 * room), cuda.scratch(8 * room), cuda.scratch(8 * room)  # contig, lo, hi
             cuda.launch(kernel("seed_segments"), n * cuda.WARP, dev.e, d_slot, begin, block_row, block_index, n,
                         SEGMENT, *placed, seg_at)
             cuda.launch(kernel("seed_bands"), n * cuda.WARP, dev.e, begin, d_slot, block_row, seg_at, n, *placed,
-                        band_contig, band_lo, band_hi, counts)
+                        *bands, counts)
+            del placed, diag_contig, diag_value, diag_flags  # back to the pool, for the next launch's
+            totals = cuda.scratch(4 * 8)
             cuda.launch(kernel("seed_scan"), cuda.WARP, counts, n, dense, totals)
-            total, diagonals, adjacent, margin = (int(x) for x in cuda.from_device(totals, (4,), np.int64))
-            stats.hits -= margin
-            stats.diagonals += diagonals
-            stats.adjacent += adjacent
-            if total:
-                cuda.launch(kernel("seed_compact"), n * cuda.WARP, seg_at, dense, counts, block_row, begin, n,
-                            band_contig, band_lo, band_hi, *parts.room(total, end))
+            this = _Queued(cuda.fetch_later(totals, (4,), np.int64), launch, seg_at, dense, counts, bands)
+            if queued is not None:
+                _compact(kernel, queued, parts, stats)
+            queued = this
+        if queued is not None:
+            _compact(kernel, queued, parts, stats)
         cands = DeviceCandidates(parts.done())
         stats.bands = len(cands)
         return cands, stats
@@ -558,6 +560,45 @@ class _Parts:
         return self.parts
 
 
+class _Launch(NamedTuple):
+    """One seeding launch (_launches): rows [begin, end) and their `slots` hits."""
+    begin: int
+    end: int
+    slots: int
+    slot: object         # device int64: each row's first hit slot, then the total
+    block_row: object    # device int32: the row of each SEGMENT-slot block (seed.cu seed_segments) ...
+    block_index: object  # ... and its number in the row
+    blocks: int
+    held: tuple          # the device arrays that slot, block_row and block_index point into
+
+
+class _Queued(NamedTuple):
+    """A seeding launch whose bands wait for its sums to come back (CudaBackend.seed)."""
+    sums: object        # the layer's fetch_later of seed_scan's totals: bands, diagonals, adjacent, margin
+    launch: _Launch
+    seg_at: object      # device arrays of seed_segments, seed_bands and seed_scan that seed_compact reads
+    dense: object
+    counts: object
+    bands: tuple        # (contig, lo, hi) of each block's bands, from its cut on
+
+
+def _compact(kernel, queued, parts, stats):
+    """A seeding launch's bands to their places in the candidate parts (seed.cu seed_compact), and its sums
+    to `stats`. The host waits here for the launch's sums only: the next launch is already queued behind
+    it, so the GPU seeds on while the host reads the sums and sets up the launch after; waiting for each
+    launch's sums before queueing the next left the GPU idle for that host work (py-spy: a fifth of the
+    mapping thread at 3.1 Gbp). 500,000 proxy reads, one H200: seeding stage 3.88 / 3.89 s -> 3.70 / 3.67 s,
+    the same SAM."""
+    total, diagonals, adjacent, margin = (int(x) for x in queued.sums.get())
+    stats.hits -= margin
+    stats.diagonals += diagonals
+    stats.adjacent += adjacent
+    if total:
+        launch = queued.launch
+        cuda.launch(kernel("seed_compact"), launch.blocks * cuda.WARP, queued.seg_at, queued.dense, queued.counts,
+                    launch.block_row, launch.begin, launch.blocks, *queued.bands, *parts.room(total, launch.end))
+
+
 def _pieces(parts, most):
     """The candidate parts as (n, row, contig, lo, hi) pieces of at most `most` candidates (pointers into the
     parts' buffers): a part that one seeding launch filled beyond a verification part's size is cut here."""
@@ -576,11 +617,9 @@ def _one_group(length, e):
 
 
 def _launches(hits, capacity, apart=None):
-    """The seeding launches of rows with these hits: (begin, end, slots, slot, block_row, block_index, blocks)
-    for each row range of at most `capacity` hits that has any and no row of `apart` (_chunks), where slot
-    (int64: each row's first hit slot, then the total) and block_row / block_index (int32: the row and its
-    block of each SEGMENT-slot block, seed.cu seed_segments) are device arrays. Why all at once: each upload
-    from pageable memory waits for the kernels queued before it, so the launches' arrays go up in two copies
+    """The seeding launches (_Launch) of rows with these hits: one for each row range of at most
+    `capacity` hits that has any and no row of `apart` (_chunks). Why all at once: each upload from
+    pageable memory waits for the kernels queued before it, so the launches' arrays go up in two copies
     before the first launch."""
     plan, slots, blocks = [], [], []
     for begin, end in _chunks(hits, capacity, apart):
@@ -590,13 +629,16 @@ def _launches(hits, capacity, apart=None):
         slots.append(slot)
         blocks.append(np.concatenate([block_row, block_index]).astype(np.int32))
     if not plan:
-        return
-    d_slots, d_blocks = cuda.scratch_copy(np.concatenate(slots)), cuda.scratch_copy(np.concatenate(blocks))
-    slot_at = block_at = 0
+        return []
+    held = cuda.scratch_copy(np.concatenate(slots)), cuda.scratch_copy(np.concatenate(blocks))
+    d_slots, d_blocks = held
+    launches, slot_at, block_at = [], 0, 0
     for (begin, end, n_slots, n), slot in zip(plan, slots):
-        yield (begin, end, n_slots, cuda.shifted(d_slots, -8 * slot_at), cuda.shifted(d_blocks, -4 * block_at),
-               cuda.shifted(d_blocks, -4 * (block_at + n)), n)
+        launches.append(_Launch(begin, end, n_slots, cuda.shifted(d_slots, -8 * slot_at),
+                                cuda.shifted(d_blocks, -4 * block_at), cuda.shifted(d_blocks, -4 * (block_at + n)),
+                                n, held))
         slot_at, block_at = slot_at + len(slot), block_at + 2 * n
+    return launches
 
 
 def _room(n, most):

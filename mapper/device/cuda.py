@@ -321,6 +321,48 @@ def from_device(buffer, shape, dtype):
     return driver().from_device(buffer, shape, np.dtype(dtype))
 
 
+FETCH_BYTES = 64   # bytes a fetch_later may copy (a launch's few sums)
+FETCH_SLOTS = 64   # fetches that may be outstanding at once: a slot is reused FETCH_SLOTS fetches later
+
+
+@functools.lru_cache(maxsize=None)
+def _fetch_slots():
+    """FETCH_SLOTS page-locked slots of FETCH_BYTES, an event each, and the next slot's number: allocating
+    page-locked memory for every small copy would cost more than the copy."""
+    drv = driver()
+    return drv.pagelocked_empty(FETCH_SLOTS * FETCH_BYTES, np.uint8), [drv.Event() for _ in range(FETCH_SLOTS)], [0]
+
+
+class _Fetch:
+    """A small device buffer's copy to the host, queued in stream order behind the launches before it."""
+
+    def __init__(self, buffer, shape, dtype):
+        dtype = np.dtype(dtype)
+        nbytes = int(np.prod(shape)) * dtype.itemsize
+        if nbytes > FETCH_BYTES:
+            raise ValueError(f"fetch_later copies at most {FETCH_BYTES} bytes, not {nbytes}")
+        pinned, events, turn = _fetch_slots()
+        k = turn[0] % FETCH_SLOTS
+        turn[0] += 1
+        self._host = pinned[k * FETCH_BYTES:k * FETCH_BYTES + nbytes].view(dtype).reshape(shape)
+        self._done = events[k]
+        if nbytes:
+            driver().memcpy_dtoh_async(self._host, buffer)
+        self._done.record()
+
+    def get(self):
+        """The values, once the copy is done: waits for the launches queued before the fetch, not after."""
+        self._done.synchronize()
+        return self._host.copy()
+
+
+def fetch_later(buffer, shape, dtype):
+    """A copy of a small device array (at most FETCH_BYTES) that comes back while the launches queued after
+    it run: `.get()` waits for it alone (from_device waits for every launch queued so far). Get it before
+    FETCH_SLOTS more fetches are made: its page-locked slot is then reused."""
+    return _Fetch(buffer, shape, dtype)
+
+
 def copy_out(array, buffer):
     """Copy the start of a device buffer into an existing host array (contiguous: e.g. a slice of a bigger
     array), through copy_into's two pinned buffers in turn: while the host copies one into the array, the

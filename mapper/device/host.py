@@ -20,6 +20,7 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -231,6 +232,18 @@ def from_device(buffer, shape, dtype):
     if count == 0:
         return np.empty(shape, dtype=dtype)
     return buffer.view(np.dtype(dtype))[:count].reshape(shape).copy()
+
+
+class _Fetched(NamedTuple):
+    value: np.ndarray
+
+    def get(self):
+        return self.value
+
+
+def fetch_later(buffer, shape, dtype):
+    """from_device at once (cuda.fetch_later's counterpart): a host launch has finished when it returns."""
+    return _Fetched(from_device(buffer, shape, dtype))
 
 
 def copy_out(array, buffer):
