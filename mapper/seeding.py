@@ -38,6 +38,7 @@ class StrandRows:
     length: np.ndarray     # int64 [2n]
     e: np.ndarray          # int64 [2n]
     active: np.ndarray     # bool [2n]: rows worth seeding (not more Ns than e)
+    reads: tuple = None    # (a, b): a row group's reads (read_groups), whose rows alone may be active
 
     @functools.cached_property
     def codes(self):
@@ -45,9 +46,10 @@ class StrandRows:
         backend builds its device copy from `forward` on the GPU and never needs this one."""
         return np.concatenate([self.forward, COMPLEMENT[self.forward[::-1]]])
 
-    def with_active(self, active):
-        """These rows with only `active` ones seeded; the codes (built once) are shared."""
-        out = dataclasses.replace(self, active=active)
+    def with_active(self, active, reads=None):
+        """These rows with only `active` ones seeded (`reads`: the read range they lie in, if known); the
+        codes (built once) are shared."""
+        out = dataclasses.replace(self, active=active, reads=reads)
         if "codes" in self.__dict__:
             out.__dict__["codes"] = self.codes
         return out
@@ -55,6 +57,17 @@ class StrandRows:
     @property
     def n_reads(self):
         return len(self.start) // 2
+
+    @property
+    def spans(self):
+        """The row ranges [lo, hi) outside which no row is active: a group's reads forward and reverse, or
+        every row. Work per group over these instead of all the batch's rows: a batch at genome scale is
+        seeded in ~30 groups."""
+        n = self.n_reads
+        if self.reads is None:
+            return ((0, 2 * n),)
+        a, b = self.reads
+        return ((a, b), (n + a, n + b))
 
     def read_of(self, row):
         return row % self.n_reads
@@ -213,9 +226,15 @@ def read_groups(rows, per_row, budget):
     while cuts[-1] < n:
         start = cuts[-1]
         cuts.append(max(int(np.searchsorted(ends, ends[start] - per_read[start] + budget, side="right")), start + 1))
-    reads = np.arange(n)
-    return [RowGroup(a, b, rows.with_active(rows.active & np.tile((reads >= a) & (reads < b), 2)))
+    return [RowGroup(a, b, rows.with_active(_active_within(rows.active, n, a, b), (a, b)))
             for a, b in zip(cuts[:-1], cuts[1:])]
+
+
+def _active_within(active, n, a, b):
+    """`active` with only the rows of reads [a, b) kept (forward and reverse)."""
+    kept = np.zeros(len(active), dtype=bool)
+    kept[a:b], kept[n + a:n + b] = active[a:b], active[n + a:n + b]
+    return kept
 
 
 def seed(rows, index):

@@ -228,21 +228,22 @@ class CudaBackend(Backend):
         return types.SimpleNamespace(
             nk=nk, kfirst=kfirst, n_kmers=n_kmers, dev=dev, d_nk=d_nk, d_kfirst=d_kfirst, key=key,
             flags=flags, kmer_row=kmer_row, kmer_hit=kmer_hit, hits=cuda.from_device(row_hits, (n_rows,), np.int64),
-            row_seeds=cuda.from_device(row_seeds, (n_rows,), np.int32), apart=None)
+            row_seeds=cuda.from_device(row_seeds, (n_rows,), np.int32), spans=rows.spans)
 
     def _group_selection(self, rows, index):
         """The selection of a row group of the batch that row_groups cut (the same reads, fewer of them
         active), else None: a row's k-mers, seeds and hits are its own whatever else is active, so the
-        groups take their rows' part of the batch's selection (hits of the other rows 0) instead of selecting
-        again, which cost the mapping thread an upload, a launch and two downloads over all the batch's rows
-        for each of ~30 groups a batch at genome scale. The batch's selection (17 bytes a k-mer on the
-        device) is let go with its last group's seeding."""
+        groups take their rows' part of the batch's selection instead of selecting again, which cost the
+        mapping thread an upload, a launch and two downloads over all the batch's rows for each of ~30
+        groups a batch at genome scale. A group's part is its rows' spans (StrandRows.spans): the rows of
+        other groups keep their k-mers and hits in the selection, and no launch may hold one. The batch's
+        selection (17 bytes a k-mer on the device) is let go with its last group's seeding."""
         kept, self._selected = self._selected, None
         if kept is None or kept.part is not self._part or kept.index is not index:
             return None
         batch, sel = kept.batch, kept.sel
         if any(getattr(batch, f) is not getattr(rows, f) for f in ("forward", "start", "length", "e")) \
-                or np.any(rows.active & ~batch.active):
+                or (rows.active is not batch.active and rows.reads is None):
             return None  # not a group of that batch: its selection goes
         kept.left -= 1
         if kept.left > 0:
@@ -250,12 +251,8 @@ class CudaBackend(Backend):
         if rows.active is batch.active:
             return sel
         group = types.SimpleNamespace(**vars(sel))
-        group.hits = np.where(rows.active, sel.hits, 0)
-        group.n_kmers = int(sel.nk[rows.active].sum())
-        group.row_seeds = np.where(rows.active, sel.row_seeds, 0)
-        # rows of other groups keep their k-mers in the selection, which the kernels would place: no
-        # launch may hold one (_chunks)
-        group.apart = batch.active & ~rows.active
+        group.spans = rows.spans
+        group.n_kmers = _span_sum(sel.nk, group.spans)
         return group
 
     def seed(self, rows, index):
@@ -272,15 +269,17 @@ class CudaBackend(Backend):
         nk, kfirst, dev, d_nk, d_kfirst, hits = sel.nk, sel.kfirst, sel.dev, sel.d_nk, sel.d_kfirst, sel.hits
         key, flags, kmer_row, kmer_hit = sel.key, sel.flags, sel.kmer_row, sel.kmer_hit
         # the counts of a run in parts add up to the one-part run's: k-mers and seeds once, hits per core
-        stats = SeedStats(kmers=sel.n_kmers if first_part else 0, hits=int(hits.sum()),
-                          seeds=int(sel.row_seeds.sum()) if first_part else 0)
+        spans = sel.spans
+        group_hits = _span_sum(hits, spans)
+        stats = SeedStats(kmers=sel.n_kmers if first_part else 0, hits=group_hits,
+                          seeds=_span_sum(sel.row_seeds, spans) if first_part else 0)
         if self._work is not None:
             # what earlier groups left in the pool beyond the budget goes back
             cuda.trim_pool(self._work if self._trim_at is None else self._trim_at)
         launch_slots, part_windows = self._capacity()
-        parts = _Parts(part_windows, hits)
+        parts = _Parts(part_windows, group_hits)
         queued = None  # the launch before this one, whose bands are compacted once its sums are back
-        for launch in _launches(hits, launch_slots, sel.apart):
+        for launch in _launches(hits, launch_slots, spans):
             begin, end, capacity, d_slot, block_row, block_index, n, _ = launch
             rows_args = (begin, end - begin)
             room = _room(capacity, launch_slots)
@@ -537,15 +536,18 @@ class _Parts:
 
     def __init__(self, windows, hits):
         self.windows, self.parts = windows, []
-        self.hits_after = np.cumsum(hits[::-1])[::-1]  # hits of the rows from each row on: a bound on their bands
+        self.left = hits  # hits of the launches still to come: a bound on their bands
         self.bufs, self.used, self.size = None, 0, 0  # the part being filled: its buffers, bands in, capacity
 
-    def room(self, n, end):
-        """Device pointers (row, contig, lo, hi) where a launch's `n` bands go; `end`: the launch's rows end."""
+    def room(self, n, slots):
+        """Device pointers (row, contig, lo, hi) where a launch's `n` bands go (none for none); `slots`: its
+        hits. Every launch comes here, in order, so that the hits still to come are known."""
+        self.left -= slots
+        if not n:
+            return []
         if self.used + n > self.size:
             self._close()
-            still = int(self.hits_after[end]) if end < len(self.hits_after) else 0
-            self.size = _room(max(n, min(self.windows, n + still)), self.windows)
+            self.size = _room(max(n, min(self.windows, n + self.left)), self.windows)
             self.bufs = [cuda.scratch(np.dtype(t).itemsize * self.size) for t in COLUMNS]
         at, self.used = self.used, self.used + n
         return [cuda.shifted(buf, -at * np.dtype(t).itemsize) for buf, t in zip(self.bufs, COLUMNS)]
@@ -593,10 +595,11 @@ def _compact(kernel, queued, parts, stats):
     stats.hits -= margin
     stats.diagonals += diagonals
     stats.adjacent += adjacent
+    launch = queued.launch
+    room = parts.room(total, launch.slots)
     if total:
-        launch = queued.launch
         cuda.launch(kernel("seed_compact"), launch.blocks * cuda.WARP, queued.seg_at, queued.dense, queued.counts,
-                    launch.block_row, launch.begin, launch.blocks, *queued.bands, *parts.room(total, launch.end))
+                    launch.block_row, launch.begin, launch.blocks, *queued.bands, *room)
 
 
 def _pieces(parts, most):
@@ -611,18 +614,23 @@ def _pieces(parts, most):
                                            for buf, t in zip(bufs, COLUMNS)))
 
 
+def _span_sum(values, spans):
+    """The sum of `values` over the row ranges `spans`."""
+    return sum(int(values[lo:hi].sum()) for lo, hi in spans)
+
+
 def _one_group(length, e):
     """Whether the seeded rows share one read length and one e (min == max: no sort, unlike np.unique)."""
     return len(length) > 0 and length.min() == length.max() and e.min() == e.max()
 
 
-def _launches(hits, capacity, apart=None):
-    """The seeding launches (_Launch) of rows with these hits: one for each row range of at most
-    `capacity` hits that has any and no row of `apart` (_chunks). Why all at once: each upload from
-    pageable memory waits for the kernels queued before it, so the launches' arrays go up in two copies
-    before the first launch."""
+def _launches(hits, capacity, spans):
+    """The seeding launches (_Launch) of the rows in `spans` ([lo, hi) row ranges) with these hits: one for
+    each row range of at most `capacity` hits that has any (_chunks), none across spans. Why all at once:
+    each upload from pageable memory waits for the kernels queued before it, so the launches' arrays go up
+    in two copies before the first launch."""
     plan, slots, blocks = [], [], []
-    for begin, end in _chunks(hits, capacity, apart):
+    for begin, end in _ranges(hits, capacity, spans):
         slot = np.concatenate([[0], np.cumsum(hits[begin:end])])
         block_row, block_index = ragged_arange(-(-np.diff(slot) // SEGMENT))
         plan.append((begin, end, int(slot[-1]), len(block_row)))
@@ -651,21 +659,22 @@ def _room(n, most):
 GAP = 1024  # rows without hits that end a seeding launch's row range (_chunks)
 
 
-def _chunks(hits, capacity, apart=None):
+def _ranges(hits, capacity, spans):
+    """The _chunks of the rows in each of `spans` ([lo, hi) row ranges), as batch rows: none holds a row
+    outside the spans (another row group's, whose k-mers the selection still holds) or crosses two."""
+    for lo, hi in spans:
+        for begin, end in _chunks(hits[lo:hi], capacity):
+            yield lo + begin, lo + end
+
+
+def _chunks(hits, capacity):
     """(begin, end) row ranges whose hits sum to at most `capacity` (a single larger row gets its own), each
-    from a row with hits to a row with hits, none across a row of `apart` (bool per row; None: none) or
-    more than GAP rows without hits: a row group's rows are two runs in the batch's (its reads' forward
-    and reverse rows), and ranges over the rows between them made its launches' host arrays as long as
-    the batch's."""
+    from a row with hits to a row with hits, none across more than GAP rows without hits."""
     rows = np.flatnonzero(hits)
     if not len(rows):
         return
     total = np.cumsum(hits[rows])
-    cut = np.diff(rows) > GAP
-    if apart is not None:
-        held = np.cumsum(apart)
-        cut |= held[rows[1:]] != held[rows[:-1]]
-    stops = np.append(np.flatnonzero(cut) + 1, len(rows))  # where each run of rows ends
+    stops = np.append(np.flatnonzero(np.diff(rows) > GAP) + 1, len(rows))  # where each run of rows ends
     i = 0
     while i < len(rows):
         base = total[i - 1] if i else 0

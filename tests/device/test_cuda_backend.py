@@ -149,7 +149,7 @@ def test_seeding_launches_fill_shared_parts(backend, monkeypatch, index_dir, wor
     launches, cuts = [], []
     chunks, pieces = cuda_mapping._chunks, cuda_mapping._pieces
     monkeypatch.setattr(cuda_mapping, "_chunks",
-                        lambda hits, n, apart: launches.extend(chunks(hits, n, apart)) or launches)
+                        lambda hits, n: launches.extend(chunks(hits, n)) or launches)
     monkeypatch.setattr(cuda_mapping, "_pieces", lambda parts, most: cuts.append(
         (most, [p[0] for p in parts], list(pieces(parts, most)))) or cuts[-1][2])
     index = load_index(SHIGELLA, index_dir(SHIGELLA))
@@ -356,20 +356,22 @@ def test_default_pool_keeps_twice_the_reserve_where_the_device_has_room(device_l
         assert limits == [want]
 
 
-def test_launch_row_ranges_skip_rows_without_hits_and_apart():
-    """_chunks covers every row with hits once, in ranges of at most `capacity` hits (or one row) that start
-    and end at rows with hits, never hold a row of `apart` (another row group's) nor span more than GAP rows
-    without hits (a group's forward and reverse rows are far apart in the batch)."""
+def test_launch_row_ranges_skip_rows_without_hits_and_keep_to_spans():
+    """_ranges covers every row with hits inside the spans (a row group's forward and reverse rows) once and
+    none outside, in ranges of at most `capacity` hits (or one row) that start and end at rows with hits,
+    lie in one span and span no more than GAP rows without hits; a range ends only where it must."""
     rng = np.random.default_rng(5)
     for _ in range(200):
         n = int(rng.integers(1, 4000))
         hits = rng.integers(0, 40, n) * (rng.random(n) < rng.random())
         hits[rng.integers(0, n, 2)] *= 10 ** 5
-        apart = rng.random(n) < 0.01 if rng.random() < 0.5 else None
-        if apart is not None:
-            hits[apart] = 0
+        cuts = np.sort(rng.integers(0, n + 1, 4))
+        spans = [(0, n)] if rng.random() < 0.3 else [(int(cuts[0]), int(cuts[1])), (int(cuts[2]), int(cuts[3]))]
+        inside_spans = np.zeros(n, dtype=bool)
+        for lo, hi in spans:
+            inside_spans[lo:hi] = True
         capacity = int(rng.integers(1, 2000))
-        ranges = list(cuda_mapping._chunks(hits, capacity, apart))
+        ranges = list(cuda_mapping._ranges(hits, capacity, spans))
         covered = np.zeros(n, dtype=int)
         for begin, end in ranges:
             covered[begin:end] += 1
@@ -377,11 +379,12 @@ def test_launch_row_ranges_skip_rows_without_hits_and_apart():
             assert inside[0] == 0 and inside[-1] == end - begin - 1
             assert hits[begin:end].sum() <= capacity or len(inside) == 1
             assert np.diff(inside).max(initial=0) <= cuda_mapping.GAP
-            assert apart is None or not apart[begin:end].any()
-        assert (covered[hits > 0] == 1).all() and covered.max(initial=0) <= 1
+            assert any(lo <= begin and end <= hi for lo, hi in spans)
+        assert (covered[(hits > 0) & inside_spans] == 1).all() and covered.max(initial=0) <= 1
+        assert not covered[~inside_spans].any()
         for (first, end), (begin, _) in zip(ranges, ranges[1:]):  # a range ends only where it must
             assert (hits[first:end].sum() + hits[begin] > capacity or begin - (end - 1) > cuda_mapping.GAP
-                    or (apart is not None and apart[end:begin].any()))
+                    or not any(lo <= first and begin < hi for lo, hi in spans))
 
 
 def test_found_mappings_leave_out_ends_a_neighbour_beats(device_layer):
