@@ -23,6 +23,7 @@ with their creator's PID (outputs.temp_prefix), and a later run removes those of
 """
 import collections
 import concurrent.futures
+import ctypes
 import mmap
 import multiprocessing
 import os
@@ -439,8 +440,27 @@ def _watch_parent(parent):
 
 
 def _worker_start(parent):
-    """Each worker's initializer: watch the main process (`parent`)."""
+    """Each worker's initializer: watch the main process (`parent`), keep freed memory for the next jobs."""
     threading.Thread(target=_watch_parent, args=(parent,), name="gkmap-parent-watch", daemon=True).start()
+    keep_freed_memory()
+
+
+MALLOC_KEEP = 1 << 30  # bytes: allocations below this come from the heap, which keeps up to twice this freed
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's <malloc.h>
+
+
+def keep_freed_memory():
+    """Have glibc's malloc serve allocations below MALLOC_KEEP from the heap and keep what is freed there for
+    reuse (up to 2 x MALLOC_KEEP at the heap's top), instead of mapping each big array afresh and unmapping it
+    when freed. Why: each render job allocates arrays of the sizes the job before it freed (tens of MB), and
+    fresh pages cost a fault and the kernel's zeroing each. 5,000 proxy reads at 3.1 Gbp rendered as 8 jobs
+    on one core: 21,000-26,000 minor faults a round -> 790, 0.450-0.469 s -> 0.410-0.438 s a round. A
+    process then holds its biggest job's memory between jobs; the peak, when every process renders, is the
+    same. Does nothing where the C library has no mallopt."""
+    mallopt = getattr(ctypes.CDLL(None), "mallopt", None)
+    if mallopt is not None:
+        mallopt(_M_MMAP_THRESHOLD, MALLOC_KEEP)
+        mallopt(_M_TRIM_THRESHOLD, 2 * MALLOC_KEEP)
 
 
 def _new_pool(workers):

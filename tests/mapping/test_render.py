@@ -250,3 +250,32 @@ def test_a_signal_during_submit_is_handled_after_it():
         assert signal.getsignal(signal.SIGTERM) is handler
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+_FAULTS_SCRIPT = """
+import resource, sys
+import numpy as np
+from mapper import render
+if sys.argv[1] == "keep":
+    render.keep_freed_memory()
+def job():
+    arrays = [np.ones((1 + k % 3) << 20, dtype=np.uint8) for k in range(30)]
+    del arrays
+job()
+before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+job()
+print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+"""
+
+
+@pytest.mark.skipif(not hasattr(__import__("ctypes").CDLL(None), "mallopt"), reason="no mallopt in this C library")
+def test_render_processes_reuse_freed_memory():
+    """A render process (keep_freed_memory, its initializer's) gets a job's arrays from the memory the job
+    before freed, without a page fault per page: 60 MB in arrays of 1-3 MB (numpy asks for huge pages only
+    from 4 MB on) cost about 15,000 faults a job by default."""
+    import subprocess
+    import sys
+    faults = {mode: int(subprocess.run([sys.executable, "-c", _FAULTS_SCRIPT, mode], capture_output=True,
+                                       text=True, check=True).stdout)
+              for mode in ("keep", "default")}
+    assert faults["keep"] < 1000 < 10_000 < faults["default"], faults
