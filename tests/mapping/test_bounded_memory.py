@@ -115,3 +115,28 @@ def test_memory_below_a_megabyte_is_a_usage_error(proxy, gkmap):
     fasta, reads, index = proxy
     code, err = gkmap("map", "--device", "cpu", "--memory", "1000", "--index", index.folder, fasta, reads)
     assert code != 0 and "--memory must be at least 1M" in err and len(err.strip().splitlines()) == 1
+
+
+def test_row_groups_know_their_reads_and_spans():
+    """read_groups' groups carry their read range, and their rows' spans (a group's forward and reverse runs,
+    which the cuda backend seeds over) hold every row the group may seed and no other; a whole batch spans
+    all its rows."""
+    from mapper.seeding import read_groups
+    rng = np.random.default_rng(3)
+    n = 500
+    lengths = rng.integers(50, 150, n)
+    starts = np.r_[0, np.cumsum(lengths)]
+    codes = rng.integers(0, 4, int(starts[-1])).astype(np.uint8)
+    rows = strand_rows(codes, starts, np.full(n, 3))
+    rows.active[rng.random(2 * n) < 0.1] = False
+    assert rows.spans == ((0, 2 * n),)
+    per_row = rng.integers(0, 1000, 2 * n)
+    groups = read_groups(rows, per_row, 20_000)
+    assert len(groups) > 5 and groups[0].a == 0 and groups[-1].b == n
+    for group in groups:
+        assert group.rows.reads == (group.a, group.b)
+        assert group.rows.spans == ((group.a, group.b), (n + group.a, n + group.b))
+        inside = np.zeros(2 * n, dtype=bool)
+        for lo, hi in group.rows.spans:
+            inside[lo:hi] = True
+        assert np.array_equal(group.rows.active, rows.active & inside)
