@@ -445,7 +445,8 @@ def _worker_start(parent):
     keep_freed_memory()
 
 
-MALLOC_KEEP = 1 << 30  # bytes: allocations below this come from the heap, which keeps up to twice this freed
+MALLOC_KEEP = 1 << 28  # bytes: allocations below this come from the heap, which keeps up to twice this freed;
+                       # bigger ones (a text past TextBuffer.LIMIT) are mapped and given back as before
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's <malloc.h>
 
 
@@ -454,9 +455,10 @@ def keep_freed_memory():
     reuse (up to 2 x MALLOC_KEEP at the heap's top), instead of mapping each big array afresh and unmapping it
     when freed. Why: each render job allocates arrays of the sizes the job before it freed (tens of MB), and
     fresh pages cost a fault and the kernel's zeroing each. 5,000 proxy reads at 3.1 Gbp rendered as 8 jobs
-    on one core: 21,000-26,000 minor faults a round -> 790, 0.450-0.469 s -> 0.410-0.438 s a round. A
-    process then holds its biggest job's memory between jobs; the peak, when every process renders, is the
-    same. Does nothing where the C library has no mallopt."""
+    on one core: 21,000-26,000 minor faults a round -> 790, 0.450-0.469 s -> 0.410-0.438 s a round (1 GiB
+    and 256 MiB as MALLOC_KEEP did the same: the smaller keeps less). A process then holds up to its
+    biggest job's arrays between jobs; the peak, when every process renders, is the same. Does nothing
+    where the C library has no mallopt."""
     mallopt = getattr(ctypes.CDLL(None), "mallopt", None)
     if mallopt is not None:
         mallopt(_M_MMAP_THRESHOLD, MALLOC_KEEP)
