@@ -466,3 +466,16 @@ def test_deduped_records_select_the_same_loci_in_repeats(backend, tmp_path):
     assert len(want) > 1000
     for f in ("row", "contig", "start", "end", "edits"):
         assert np.array_equal(getattr(got, f), getattr(want, f)), f
+
+
+def test_fetch_later_sees_the_buffer_in_stream_order(device_layer):
+    """fetch_later's copy holds what the buffer held when it was queued, whatever is queued after it (seed()
+    queues the next launch before it reads a launch's sums), and many fetches may wait at once."""
+    buffer = device_layer.scratch(32)
+    fetches = []
+    for value in range(1, 9):
+        device_layer.memset(buffer, value, 32)
+        fetches.append(device_layer.fetch_later(buffer, (4,), np.int64))
+    device_layer.memset(buffer, 0xFF, 32)
+    for value, fetch in enumerate(fetches, 1):
+        assert (fetch.get() == int.from_bytes(bytes([value]) * 8, "little")).all()
