@@ -10,6 +10,7 @@ PyCUDA's pool), never managed memory.
 import contextlib
 import functools
 import hashlib
+import itertools
 import os
 import shutil
 import subprocess
@@ -327,10 +328,12 @@ FETCH_SLOTS = 64   # fetches that may be outstanding at once: a slot is reused F
 
 @functools.lru_cache(maxsize=None)
 def _fetch_slots():
-    """FETCH_SLOTS page-locked slots of FETCH_BYTES, an event each, and the next slot's number: allocating
-    page-locked memory for every small copy would cost more than the copy."""
+    """FETCH_SLOTS page-locked slots of FETCH_BYTES, an event each, and the count of fetches made (whose
+    next value, modulo FETCH_SLOTS, is the next slot): allocating page-locked memory for every small copy
+    would cost more than the copy."""
     drv = driver()
-    return drv.pagelocked_empty(FETCH_SLOTS * FETCH_BYTES, np.uint8), [drv.Event() for _ in range(FETCH_SLOTS)], [0]
+    return (drv.pagelocked_empty(FETCH_SLOTS * FETCH_BYTES, np.uint8), [drv.Event() for _ in range(FETCH_SLOTS)],
+            itertools.count())
 
 
 class _Fetch:
@@ -341,9 +344,8 @@ class _Fetch:
         nbytes = int(np.prod(shape)) * dtype.itemsize
         if nbytes > FETCH_BYTES:
             raise ValueError(f"fetch_later copies at most {FETCH_BYTES} bytes, not {nbytes}")
-        pinned, events, turn = _fetch_slots()
-        k = turn[0] % FETCH_SLOTS
-        turn[0] += 1
+        pinned, events, fetches = _fetch_slots()
+        k = next(fetches) % FETCH_SLOTS
         self._host = pinned[k * FETCH_BYTES:k * FETCH_BYTES + nbytes].view(dtype).reshape(shape)
         self._done = events[k]
         if nbytes:
