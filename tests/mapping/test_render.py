@@ -1,7 +1,9 @@
 """render.HostWorkers: a batch rendered slice by slice in worker processes equals the inline rendering
 (SAM text, NH, record count), and a daemonic process (a Dask worker by default), which may not start
 processes, renders inline."""
+import mmap
 import multiprocessing
+import os
 import signal
 import threading
 
@@ -279,3 +281,25 @@ def test_render_processes_reuse_freed_memory():
                                        text=True, check=True).stdout)
               for mode in ("keep", "default")}
     assert faults["keep"] < 1000 < 10_000 < faults["default"], faults
+
+
+@pytest.mark.skipif(not hasattr(os, "memfd_create"), reason="no memfd on this system")
+@pytest.mark.parametrize("advice", ["populate-read", "unknown"])
+def test_render_processes_map_the_codes_populated(monkeypatch, advice):
+    """A render process maps the main process's codes (a memfd) with its pages populated chunk by chunk from
+    a place of its own (madvise), or, where the kernel knows no such advice, with MAP_POPULATE: either way
+    it reads the codes the main process wrote, whatever the size (chunks and a last partial one)."""
+    import mapper.render as render_module
+    from mapper.reference import shared_bytes
+    if advice == "unknown":
+        monkeypatch.setattr(render_module, "_MADV_POPULATE_READ", 9999)  # EINVAL, as before Linux 5.14
+    monkeypatch.setattr(render_module, "POPULATE_CHUNK", 1 << 16)
+    codes, path = shared_bytes(5 * (1 << 16) + 4321)
+    if path is None:
+        pytest.skip("no memfd reachable through /proc here")
+    codes[:] = np.random.default_rng(5).integers(0, 5, len(codes), dtype=np.uint8)
+    for size in (len(codes), 1 << 16, 100):
+        mapped = render_module._map_resident(path, size)
+        assert np.array_equal(mapped, codes[:size])
+        probe = mmap.mmap(-1, 3 << 16)
+        assert render_module._populate(probe, 3 << 16) == (advice != "unknown")
