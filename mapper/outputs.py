@@ -213,7 +213,8 @@ def check_outputs(outputs, inputs=(), folders=()):
 
 def emit(handle, text):
     """Write a text to an open text file: a str, or a file's worth (render.SpilledText: .path and .size),
-    which the kernel copies (os.sendfile) and which is deleted after."""
+    which the kernel copies (os.sendfile) and which is released after (.release(): removed, or kept for
+    the render processes to write over)."""
     if isinstance(text, str):
         handle.write(text)
         return
@@ -227,7 +228,7 @@ def emit(handle, text):
             source.seek(sent)
             handle.buffer.write(source.read())
             handle.buffer.flush()
-    os.unlink(text.path)
+    text.release()
 
 
 class BackgroundWriter:

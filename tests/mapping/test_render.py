@@ -303,3 +303,35 @@ def test_render_processes_map_the_codes_populated(monkeypatch, advice):
         assert np.array_equal(mapped, codes[:size])
         probe = mmap.mmap(-1, 3 << 16)
         assert render_module._populate(probe, 3 << 16) == (advice != "unknown")
+
+
+def test_spilled_texts_are_written_over_once_out(tmp_path):
+    """A render process writes its next text over a file whose text is out (render.SPARE: the main process
+    releases it there), cut to the new text's size, instead of a fresh file each time; a text whose folder
+    has no spares folder gets a file of its own, removed once out."""
+    import io
+
+    from mapper.outputs import emit
+    from mapper.render import SPARE, _spill
+    os.mkdir(tmp_path / SPARE)
+    first = _spill("A" * 10_000, str(tmp_path), ".sam")
+    inode = os.stat(first.path).st_ino
+    out = io.TextIOWrapper(io.BufferedWriter(io.FileIO(tmp_path / "out.sam", "w")))
+    emit(out, first)
+    assert not os.path.exists(first.path) and len(os.listdir(tmp_path / SPARE)) == 1
+    second = _spill(np.frombuffer(b"B" * 300, dtype=np.uint8), str(tmp_path), ".sam")
+    assert os.stat(second.path).st_ino == inode and os.listdir(tmp_path / SPARE) == []
+    assert second.size == 300 and os.path.getsize(second.path) == 300
+    third = _spill("C" * 50, str(tmp_path), ".fq")  # no spare left: a new file
+    assert os.stat(third.path).st_ino != inode
+    assert second.data() == b"B" * 300 and third.text() == "C" * 50
+    last = _spill("D" * 7, str(tmp_path), ".sam")  # over one of the two spares
+    assert os.path.getsize(last.path) == 7 and len(os.listdir(tmp_path / SPARE)) == 1
+    emit(out, last)
+    out.close()
+    assert (tmp_path / "out.sam").read_text() == "A" * 10_000 + "D" * 7
+    assert sorted(os.listdir(tmp_path)) == ["out.sam", SPARE] and len(os.listdir(tmp_path / SPARE)) == 2
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    text = _spill("E", str(alone), ".sam")
+    assert text.recycle == "" and text.data() == b"E" and os.listdir(alone) == []
