@@ -344,9 +344,9 @@ def _spill_file(folder, suffix):
     """(fd, path, recycle) of a file of `folder` to write a text into: a spare file (SPARE) when there is one,
     taken by renaming it over a new empty file of this process's (a rename that another process won
     fails, and the next spare is tried), else the new file. Why spares: a fresh file in /dev/shm costs a
-    page allocation and its release for every 4 KB of text, and at genome scale (500,000 proxy reads, 8.2 GB
-    of SAM, one H200 host) writing the render processes' texts took 4.7-4.9 s, nearly all of it system
-    time, a twelfth of the jobs' time; written over, the pages are the spare's."""
+    page allocation and its release for every 4 KB of text: at genome scale (500,000 proxy reads, 8.2 GB of
+    SAM, -t 15 on one H200 host) writing the texts took the render processes 4.3-4.8 s of system time, and
+    3.3-3.6 s over spares (what is left is the copy); the whole command 6.86-7.53 s -> 6.75-7.04 s."""
     fd, path = tempfile.mkstemp(dir=folder, suffix=suffix)
     spare = os.path.join(folder, SPARE)
     try:
@@ -419,8 +419,9 @@ def _populate(memory, size):
     end, and the first processes to map the main process's fresh pages fought over each page: on the H200
     host 15 processes released together over a 3.1 GB memfd took 0.69 s each (9.6 s of system time, 1.23 M
     faults) with MAP_POPULATE, 0.12 s each (1.8 s, 0.71 M faults) this way; once the pages had been mapped
-    anywhere, both took 0.12 s. In a run of 500,000 proxy reads the processes' first jobs had spent
-    10.8-11.1 s of system time (0.72-0.76 s each) mapping the codes."""
+    anywhere, both took 0.12 s. 500,000 proxy reads at 3.1 Gbp (-t 15): the first jobs' mapping of the codes
+    10.3-10.8 s -> 3.2-3.4 s of system time, the render jobs 65.5-69.5 -> 55.0-62.0 summed seconds, the
+    whole command 7.60-8.20 s -> 6.86-7.53 s, the same SAM."""
     chunks = -(-size // POPULATE_CHUNK)
     first = (os.getpid() * 0x9E3779B1) % max(chunks, 1)  # Knuth's multiplicative hash: pids a few apart spread
     for k in range(chunks):
