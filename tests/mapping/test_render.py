@@ -335,3 +335,29 @@ def test_spilled_texts_are_written_over_once_out(tmp_path):
     alone.mkdir()
     text = _spill("E", str(alone), ".sam")
     assert text.recycle == "" and text.data() == b"E" and os.listdir(alone) == []
+
+
+def test_trace_render_script_summarises_a_traced_run(tmp_path):
+    """scripts/trace_render.py runs `gkmap map` with its hook in every process (the render processes too)
+    and prints the main thread's stages and waits, the render jobs and each phase of a job; the traced
+    run writes the SAM an untraced one writes."""
+    import re
+    import subprocess
+    import sys
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[2]
+    reads = READS / "measles_Hm2_HiSeq_R1.fastq.gz"
+    common = ["--batch-size", "300", "-t", "2", "--quiet", str(MEASLES), str(reads)]
+    traced = subprocess.run([sys.executable, str(root / "scripts" / "trace_render.py"), "--keep", str(tmp_path / "trace"),
+                             "--", "-o", str(tmp_path / "traced.sam"), *common],
+                            capture_output=True, text=True, check=True, cwd=tmp_path)
+    subprocess.run([sys.executable, "-m", "mapper", "map", "-o", str(tmp_path / "plain.sam"), *common],
+                   check=True, cwd=root)
+    body = lambda name: [line for line in (tmp_path / name).read_text().splitlines() if not line.startswith("@PG")]
+    assert body("traced.sam") == body("plain.sam")
+    out = traced.stdout
+    assert "main thread: seed" in out and "pieces handed on" in out
+    jobs, processes = map(int, re.search(r"render jobs: (\d+) in (\d+) processes", out).groups())
+    assert jobs >= 2 and 1 <= processes <= 2 and "_worker_reference  first job:" in out
+    # one file for the main process, one for each render process that ran a job
+    assert len(list((tmp_path / "trace").glob("*.tsv"))) == 1 + processes
