@@ -399,9 +399,8 @@ def _map_resident(path, size):
     67.2 / 67.9 (align + output, -t 15, one H200 host), the same SAM."""
     with open(path, "rb") as handle:
         memory = mmap.mmap(handle.fileno(), max(size, 1), prot=mmap.PROT_READ, flags=mmap.MAP_SHARED)
-    if not _populate(memory, size):
-        memory.close()
-        with open(path, "rb") as handle:
+        if not _populate(memory, size):  # a kernel without the advice: populated as the mapping is made
+            memory.close()
             memory = mmap.mmap(handle.fileno(), max(size, 1), prot=mmap.PROT_READ,
                                flags=mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0))
     return np.frombuffer(memory, dtype=np.uint8, count=size)
@@ -414,8 +413,8 @@ _MADV_POPULATE_READ = 22  # Linux 5.14's madvise advice (Python's mmap names it 
 def _populate(memory, size):
     """Make `memory`'s page-table entries at once (madvise MADV_POPULATE_READ), chunk by chunk, starting at a
     chunk of this process's own (from its pid) and wrapping around; False where the kernel has no such
-    advice (before Linux 5.14: the caller maps with MAP_POPULATE instead); a later failure leaves the rest to fault when read. Why not MAP_POPULATE: the render
-    processes take their first jobs together, so all of them populated the codes at once and from the same
+    advice (before Linux 5.14: the caller maps with MAP_POPULATE instead); a later failure leaves the rest
+    to fault when read. Why not MAP_POPULATE: the render processes take their first jobs together, so all of them populated the codes at once and from the same
     end, and the first processes to map the main process's fresh pages fought over each page: on the H200
     host 15 processes released together over a 3.1 GB memfd took 0.69 s each (9.6 s of system time, 1.23 M
     faults) with MAP_POPULATE, 0.12 s each (1.8 s, 0.71 M faults) this way; once the pages had been mapped

@@ -92,12 +92,15 @@ def summary(rows):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--keep", help="keep the trace files in this folder (default: a temporary one, removed)")
+    p.add_argument("--keep", help="keep the trace files in this folder, new or empty (default: a temporary one, "
+                                  "removed)")
     p.add_argument("map_args", nargs=argparse.REMAINDER, help="-- then `gkmap map`'s arguments")
     args = p.parse_args()
     map_args = args.map_args[1:] if args.map_args[:1] == ["--"] else args.map_args
     if not map_args:
         p.error("give gkmap map's arguments after --")
+    if args.keep and os.path.exists(args.keep) and (not os.path.isdir(args.keep) or os.listdir(args.keep)):
+        p.error(f"--keep {args.keep}: give a new or empty folder (the trace's files are named by process id)")
     with tempfile.TemporaryDirectory(prefix="gkmap-trace-") as tmp:
         folder = Path(args.keep or Path(tmp) / "trace")
         folder.mkdir(parents=True, exist_ok=True)

@@ -361,3 +361,30 @@ def test_trace_render_script_summarises_a_traced_run(tmp_path):
     assert jobs >= 2 and 1 <= processes <= 2 and "_worker_reference  first job:" in out
     # one file for the main process, one for each render process that ran a job
     assert len(list((tmp_path / "trace").glob("*.tsv"))) == 1 + processes
+
+
+def test_a_released_text_touches_only_its_own_file(tmp_path):
+    """Releasing a text moves or removes its own file and nothing else: with its run's spare folder gone (the
+    run ending), the file is removed and the files beside it, the folder's own included, stay."""
+    import shutil
+
+    from mapper.render import SPARE, _spill
+    os.mkdir(tmp_path / SPARE)
+    (tmp_path / "user.sam").write_text("not gkmap's")
+    text = _spill("A" * 100, str(tmp_path), ".sam")
+    shutil.rmtree(tmp_path / SPARE)
+    text.release()
+    assert sorted(os.listdir(tmp_path)) == ["user.sam"] and (tmp_path / "user.sam").read_text() == "not gkmap's"
+
+
+def test_trace_render_script_keeps_its_trace_only_in_a_new_folder(tmp_path):
+    """--keep names a new or empty folder: a folder holding files is refused before anything runs."""
+    import subprocess
+    import sys
+    from pathlib import Path
+    script = Path(__file__).resolve().parents[2] / "scripts" / "trace_render.py"
+    (tmp_path / "1234.tsv").write_text("a user's table\n")
+    run = subprocess.run([sys.executable, str(script), "--keep", str(tmp_path), "--", str(MEASLES), "reads.fq"],
+                         capture_output=True, text=True)
+    assert run.returncode == 2 and "new or empty folder" in run.stderr
+    assert os.listdir(tmp_path) == ["1234.tsv"] and (tmp_path / "1234.tsv").read_text() == "a user's table\n"
