@@ -53,6 +53,53 @@ extern "C" __global__ void candidate_windows(
     win_len[i] = (int)(b - a);
 }
 
+/* window_stretches: a part's verification windows joined into stretches, so that the verifier takes each
+ * stretch's cover once (mapper/verify.py select_loci's rule) instead of the cover of every window, which
+ * locus selection then had to recompute wherever picks of nearby windows lay within 3e (tandem repeats:
+ * a read that aligns every e + 1 bases along a poly-A tract has hundreds of overlapping windows there).
+ *
+ * Window i opens a stretch unless the part is `ordered` (seed.cu's bands: each row's windows consecutive,
+ * by contig and position, a row never split between parts of one seeding launch) and window i - 1 is of
+ * the same row and contig and ends at most 3e before window i starts. The thread of an opening window
+ * walks to the window before the next opening one:
+ *   stretch_len[i] = max over the stretch's windows of their end - win_start[i]
+ * and the other windows get stretch_len 0 (nothing of their own to verify). The cover of the stretch's
+ * text equals locus selection's answer there (every alignment within e lies inside its seed's window, so
+ * in one stretch, and ends of two stretches lie more than 3e apart), provided the stretch holds every
+ * window of its row near it: settled[i] = 1 when the part is ordered and the stretch is neither its first
+ * nor its last (the only ones a cut between two parts can split). Locus selection leaves settled records
+ * as they are and refines the rest as before.
+ * In : cand_row, cand_contig int32 [n]; win_start int64, win_len, max_e int32 [n] (candidate_windows)
+ * Out: stretch_len, settled int32 [n]
+ */
+__device__ __forceinline__ bool opens_stretch(const long long i, const int ordered, const int *__restrict__ row,
+                                              const int *__restrict__ contig, const long long *__restrict__ win_start,
+                                              const int *__restrict__ win_len, const int *__restrict__ max_e)
+{
+    return i == 0 || !ordered || row[i] != row[i - 1] || contig[i] != contig[i - 1]
+        || win_start[i] > win_start[i - 1] + win_len[i - 1] + 3LL * max_e[i];
+}
+
+extern "C" __global__ void window_stretches(
+    const int *__restrict__ cand_row, const int *__restrict__ cand_contig, const long long *__restrict__ win_start,
+    const int *__restrict__ win_len, const int *__restrict__ max_e, const long long n, const int ordered,
+    int *__restrict__ stretch_len, int *__restrict__ settled)
+{
+    const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n)
+        return;
+    if (!opens_stretch(i, ordered, cand_row, cand_contig, win_start, win_len, max_e)) {
+        stretch_len[i] = 0;
+        settled[i] = 0;
+        return;
+    }
+    long long end = win_start[i] + win_len[i], j = i + 1;
+    for (; j < n && !opens_stretch(j, ordered, cand_row, cand_contig, win_start, win_len, max_e); ++j)
+        end = end > win_start[j] + win_len[j] ? end : win_start[j] + win_len[j];
+    stretch_len[i] = (int)(end - win_start[i]);
+    settled[i] = ordered && i > 0 && j < n;
+}
+
 /* take_i32 / take_i64: out[k * n + i] = src[k * n_src + index[i]] for k < planes, one thread per output
  * element: compacts the few verified windows (and their word-major end/start planes) before they go to
  * the host, instead of copying every candidate's result back. */
@@ -149,11 +196,12 @@ extern "C" __global__ void strand_codes(const uint8_t *__restrict__ fwd, const l
  * sorts them) do not. Launched twice: with out_row == NULL it only counts (counts[0] records, counts[1]
  * overflowing windows); then, counts zeroed, it writes into buffers of those sizes. The records are
  * as narrow as their values allow (positions below 2^32: every index format's bound; edits <= e < 256):
- * 17 bytes a record instead of 28, and a genome-scale batch brings 10^8 of them to the host.
+ * 18 bytes a record instead of 28, and a genome-scale batch brings 10^8 of them to the host. Each record
+ * also carries its window's `settled` (window_stretches): whether locus selection may keep it as it is.
  * In : best, n_ends int32 [n]; ends, starts, edits int32 [max_ends][n]; cand_row, cand_contig int32 [n];
- *      win_start int64 [n]
- * Out: counts uint64 [2]; out_row, out_contig int32, out_start, out_end uint32, out_edits uint8 [counts[0]];
- *      overflow int64 [counts[1]] (window indices)
+ *      win_start int64 [n]; settled int32 [n]
+ * Out: counts uint64 [2]; out_row, out_contig int32, out_start, out_end uint32, out_edits, out_settled uint8
+ *      [counts[0]]; overflow int64 [counts[1]] (window indices)
  */
 /* Whether end k of window t (end, start absolute; d edits) is also an end of window u, its neighbour in the
  * part, that beats it: the same row and contig, the same end, and (fewer edits, then a start further left,
@@ -182,10 +230,10 @@ extern "C" __global__ void found_mappings(
     const int *__restrict__ best, const int *__restrict__ n_ends, const int *__restrict__ ends,
     const int *__restrict__ starts, const int *__restrict__ edits, const long long n, const int max_ends,
     const int *__restrict__ cand_row,
-    const int *__restrict__ cand_contig, const long long *__restrict__ win_start,
+    const int *__restrict__ cand_contig, const long long *__restrict__ win_start, const int *__restrict__ settled,
     unsigned long long *__restrict__ counts, int *__restrict__ out_row, int *__restrict__ out_contig,
     unsigned int *__restrict__ out_start, unsigned int *__restrict__ out_end, uint8_t *__restrict__ out_edits,
-    long long *__restrict__ overflow)
+    uint8_t *__restrict__ out_settled, long long *__restrict__ overflow)
 {
     const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= n || best[t] < 0)
@@ -220,6 +268,7 @@ extern "C" __global__ void found_mappings(
         out_start[slot + j] = (unsigned int)(win_start[t] + starts[k * n + t]);
         out_end[slot + j] = (unsigned int)(win_start[t] + ends[k * n + t] + 1);
         out_edits[slot + j] = (uint8_t)edits[k * n + t];
+        out_settled[slot + j] = (uint8_t)settled[t];
         ++j;
     }
 }

@@ -44,7 +44,7 @@ from mapper.reads import ReadBatch
 from mapper.reference import Reference
 from mapper.sam import batch_records, header, read_scores, unmapped_records
 from mapper.seeding import strand_rows
-from mapper.verify import Mappings, select_loci
+from mapper.verify import POSITION_FIELDS, Mappings, select_loci
 
 MAX_WORKERS = 16
 SLICE_READS = 10_000  # reads per worker job: small enough to spread a batch, large enough to amortise pickling
@@ -187,7 +187,7 @@ def _slice(batch, e, maps, a, b, numbering=None):
     sub = maps.take(np.flatnonzero(((row >= lo) & (row < hi)) | ((row >= n + lo) & (row < n + hi))))
     row = np.where(sub.row < n, sub.row - lo, sub.row - n - lo + (b - a))
     return part, e[a:b], Mappings(*(x.astype(np.int64, copy=False) for x in (row, sub.contig, sub.start, sub.end,
-                                                                               sub.edits)))
+                                                                               sub.edits)), sub.settled)
 
 
 # -- worker processes: jobs and results travel as files, not through pipes ---------------------------------
@@ -196,7 +196,6 @@ def _slice(batch, e, maps, a, b, numbering=None):
 # to the output with os.sendfile. Pickling them instead (about 1 KB of reads and SAM per read) made the main
 # process, which also drives the GPU, spend most of its time in pipe reads and writes under the GIL.
 
-_MAP_FIELDS = ("row", "contig", "start", "end", "edits")
 
 
 @dataclass
@@ -254,7 +253,9 @@ def _write_batch(folder, batch, e, maps, numbering=None):
     arrays = dict(numbering=[np.array(numbering or (len(batch), 0), dtype=np.int64)],
                   starts=[batch.starts], e=[np.asarray(e, dtype=np.int64)], seq=[batch.seq],
                   names=[np.frombuffer("\n".join(batch.names).encode(), dtype=np.uint8)],
-                  **{f: [getattr(p, f) for p in parts] for f in _MAP_FIELDS})
+                  **{f: [getattr(p, f) for p in parts] for f in POSITION_FIELDS})
+    if any(p.settled is not None for p in parts):
+        arrays["settled"] = [np.zeros(len(p), bool) if p.settled is None else p.settled for p in parts]
     if batch.qual is not None:
         arrays["qual"] = [batch.qual]
     layout, pieces, offset = {}, [], 0
@@ -300,7 +301,8 @@ def _read_batch(path, layout, first):
         return data[offset:offset + count * np.dtype(dtype).itemsize].view(dtype)
 
     batch = ReadBatch(_Names(get("names")), get("seq"), get("qual"), get("starts"), first)
-    return batch, get("e"), Mappings(*(get(f) for f in _MAP_FIELDS)), tuple(int(x) for x in get("numbering"))
+    maps = Mappings(*(get(f) for f in POSITION_FIELDS), get("settled"))
+    return batch, get("e"), maps, tuple(int(x) for x in get("numbering"))
 
 
 class _Names:

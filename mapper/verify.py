@@ -32,27 +32,43 @@ def kernel_defines(longest):
 
 @dataclass
 class Mappings:
+    """Verified mappings, one per taken end (row, contig, start, end exclusive, edits). `settled` (bool, or
+    None: none is): the end belongs to the cover of a whole stretch (gather.cu window_stretches), which is
+    already locus selection's answer there, so select_loci keeps it as it is."""
     row: np.ndarray
     contig: np.ndarray
     start: np.ndarray
     end: np.ndarray
     edits: np.ndarray
+    settled: np.ndarray = None
 
     def __len__(self):
         return len(self.row)
 
     def take(self, index):
-        return Mappings(*(getattr(self, f.name)[index] for f in fields(self)))
+        return Mappings(*(None if value is None else value[index] for value in self._values()))
+
+    def _values(self):
+        return [getattr(self, f.name) for f in fields(self)]
 
     @classmethod
     def concat(cls, parts):
-        """One Mappings of several, in the given order, every field int64 (a device's parts
+        """One Mappings of several, in the given order, every position field int64 (a device's parts
         come in its narrower dtypes: widened in the same pass as the copy); none: no mappings."""
         if not parts:
-            return cls(*(np.zeros(0, dtype=np.int64) for _ in fields(cls)))
+            return cls(*(np.zeros(0, dtype=np.int64) for _ in POSITION_FIELDS))
         if len(parts) == 1:
-            return cls(*(getattr(parts[0], f.name).astype(np.int64, copy=False) for f in fields(cls)))
-        return cls(*(np.concatenate([getattr(m, f.name) for m in parts], dtype=np.int64) for f in fields(cls)))
+            one = parts[0]
+            return cls(*(getattr(one, f).astype(np.int64, copy=False) for f in POSITION_FIELDS), one.settled)
+        columns = [np.concatenate([getattr(m, f) for m in parts], dtype=np.int64) for f in POSITION_FIELDS]
+        settled = None
+        if any(m.settled is not None for m in parts):
+            settled = np.concatenate([np.zeros(len(m), bool) if m.settled is None else m.settled for m in parts],
+                                     dtype=bool)
+        return cls(*columns, settled)
+
+
+POSITION_FIELDS = ("row", "contig", "start", "end", "edits")  # Mappings' fields every mapping has
 
 
 def verify(rows, cands, reference, budget=1 << 25):
@@ -155,7 +171,7 @@ def _i64(a):
 
 
 def _no_mappings():
-    return Mappings(*(np.zeros(0, dtype=np.int64) for _ in fields(Mappings)))
+    return Mappings(*(np.zeros(0, dtype=np.int64) for _ in POSITION_FIELDS))
 
 
 def greedy_cover(D, offsets, e):
@@ -220,7 +236,8 @@ def select_loci(rows, maps, reference):
 
     The windows' covers (`verify`) already give this wherever one end stands alone: every end within e is
     within e of some window's pick, so a pick with no other pick within 3e decides its neighbourhood. Picks
-    closer than that (tandem repeats, near copies) are recomputed over the whole stretch (`_refine`)."""
+    closer than that (tandem repeats, near copies) are recomputed over the whole stretch (`_refine`), unless
+    they are all `settled`: the cover of one whole stretch, which the device has taken already."""
     if not len(maps):
         return maps
     maps = maps.take(_sort_order(maps.row, maps.end, maps.edits))
@@ -237,11 +254,15 @@ def select_loci(rows, maps, reference):
     group = np.cumsum(new) - 1
     size = np.bincount(group)
     alone = size[group] == 1
+    if maps.settled is not None:
+        unsettled = np.bincount(group, weights=~maps.settled, minlength=len(size)) > 0
+        alone |= ~unsettled[group]
     if not alone.all():
         crowded = maps.take(~alone)
         maps = Mappings.concat([maps.take(alone), _refine(rows, crowded, group[~alone], reference)])
     read, strand = rows.read_of(maps.row), rows.strand_of(maps.row)
-    return maps.take(_sort_order(read, maps.edits, maps.start, strand))
+    order = _sort_order(read, maps.edits, maps.start, strand)
+    return Mappings(*(getattr(maps, f)[order] for f in POSITION_FIELDS))
 
 
 def _refine(rows, maps, group, reference):

@@ -3,9 +3,12 @@ GPU, with the reference and the k-mer index resident in device memory for the wh
 
 Stage placement is reported in the run summary, so a silent cpu fallback cannot hide; the GateKeeper
 filter runs on the GPU through mapper/filters. The seeding kernels reproduce the numpy seeder's
-candidates and counts exactly (tests/device/test_cuda_mapping.py compares them). The verification kernel returns, per window, its cover (the ends taken, each with its distance and leftmost
-start: mapper/verify.py's contract), so the SAM equals the cpu backend's byte for byte. A window whose
-cover has more than MAX_ENDS ends (long tandem repeats) is redone by verify_wide (mapper/verify.py wide_covers).
+candidates and counts exactly (tests/device/test_cuda_mapping.py compares them). The verifier joins each
+row's nearby windows into stretches (gather.cu window_stretches) and returns each stretch's cover (the ends
+taken, each with its distance and leftmost start: mapper/verify.py's contract), which is locus selection's
+answer there already, so the render processes refine only what the cut between two parts may have split;
+the SAM equals the cpu backend's byte for byte. A stretch wider than a band's window, or whose cover has more
+than MAX_ENDS ends (tandem repeats), is redone by verify_wide (mapper/verify.py wide_covers).
 
 It reaches its device only through mapper/device (`layer`), whose GPU layer imports pycuda on first use.
 """
@@ -50,10 +53,11 @@ RESERVE = 4 << 30  # without --gpu-memory: the device memory a batch's buffers k
 # (17 bytes a k-mer: ~27 MB for 100,000 reads of 100 bp) are held beside W while its groups are seeded:
 # they grow with the batch size, not with what the reads hit.
 WORK_SHARE = 5
-# gather.cu found_mappings' records (row, contig, start, end, edits), as narrow as the values allow
-FOUND_DTYPES = (np.int32, np.int32, np.uint32, np.uint32, np.uint8)
+# gather.cu found_mappings' records (row, contig, start, end, edits, settled), as narrow as the values allow
+FOUND_DTYPES = (np.int32, np.int32, np.uint32, np.uint32, np.uint8, np.bool_)
 SLOT_BYTES = 64     # seed.cu's per-slot arrays (diagonals 13, bands 20) and the band output 24, rounded up
-VERIFY_BYTES = 160  # gather.cu windows 28, myers.cu outputs 8 + 12 a kept end (MAX_ENDS), found mappings
+VERIFY_BYTES = 160  # gather.cu windows 28 and stretches 8, myers.cu outputs 8 + 12 a kept end (MAX_ENDS), found
+                    # mappings 18
 MARGIN = 4096  # bases of the neighbouring contigs an index part holds on either side (index_parts.py)
 WHOLE = (0, 1 << 62)  # the core range of the one-part index: every position
 FUSED = {"improved": ("gatekeeper_candidates", improved_defines),  # filter mode -> fused kernel, its -D
@@ -311,7 +315,7 @@ class CudaBackend(Backend):
             queued = this
         if queued is not None:
             _compact(kernel, queued, parts, stats)
-        cands = DeviceCandidates(parts.done())
+        cands = DeviceCandidates(parts.done(), ordered=True)
         stats.bands = len(cands)
         return cands, stats
 
@@ -420,7 +424,7 @@ class CudaBackend(Backend):
         genome, dev = self._resident_genome(reference), self._rows_on_device(rows)
         _, _, contig_starts, contig_ends = self._resident_index_of_reference(reference)
         found = [maps for part in _pieces(cands.parts, self._capacity()[1])
-                 for maps in self._verify_part(rows, part, genome, dev, contig_starts, contig_ends, reference)]
+                 for maps in self._verify_part(rows, part, cands.ordered, genome, dev, contig_starts, contig_ends)]
         return found or [host_verify(rows, cands.host, reference)]
 
     def _resident_index_of_reference(self, reference):
@@ -430,10 +434,12 @@ class CudaBackend(Backend):
         return (None, None, cuda.to_device(reference.starts.astype(np.int64)),
                 cuda.to_device(reference.ends.astype(np.int64)))
 
-    def _verify_part(self, rows, part, genome, dev, contig_starts, contig_ends, reference):
-        """The mappings of one candidate part: the GPU's records, and those of the windows with more than
-        MAX_ENDS ends, redone on the host, as a second Mappings in the same dtypes (joining the two widened
-        and copied the whole part in the mapping thread; repeat reads overflow in every part)."""
+    def _verify_part(self, rows, part, ordered, genome, dev, contig_starts, contig_ends):
+        """The mappings of one candidate part, its windows verified as stretches (gather.cu window_stretches;
+        `ordered`: the part holds seed.cu's bands as seeded): the GPU's records, and those of the stretches
+        wider than MAX_WIN or with more than MAX_ENDS ends, redone by verify_wide, as a second Mappings in
+        the same dtypes (joining the two widened and copied the whole part in the mapping thread; repeat
+        reads overflow in every part)."""
         n, row, contig, lo, hi = part
         gather = lambda name: cuda.function("gather.cu", name)
         room = _room(n, self._capacity()[1])
@@ -441,13 +447,17 @@ class CudaBackend(Backend):
         win_start, win_len = cuda.scratch(8 * room), cuda.scratch(4 * room)
         cuda.launch(gather("candidate_windows"), n, row, contig, lo, hi, n, dev.start, dev.length, dev.e,
                     contig_starts, contig_ends, read_start, read_len, max_e, win_start, win_len)
+        stretch_len, settled = cuda.scratch(4 * room), cuda.scratch(4 * room)
+        cuda.launch(gather("window_stretches"), n, row, contig, win_start, win_len, max_e, n, int(ordered),
+                    stretch_len, settled)
+        del win_len
         best, n_ends, ends, starts, edits = _verify_device(genome, dev.codes, read_start, read_len, max_e, win_start,
-                                                           win_len, n, int(rows.length.max()), room)
+                                                           stretch_len, n, int(rows.length.max()), room)
         # found windows -> mapping records on the device (gather.cu found_mappings): count, then write
         found = gather("found_mappings")
         counts = cuda.scratch_copy(np.zeros(2, dtype=np.uint64))
-        common = (best, n_ends, ends, starts, edits, n, MAX_ENDS, row, contig, win_start, counts)
-        cuda.launch(found, n, *common, *(0,) * 6)
+        common = (best, n_ends, ends, starts, edits, n, MAX_ENDS, row, contig, win_start, settled, counts)
+        cuda.launch(found, n, *common, *(0,) * 7)
         n_maps, n_over = (int(c) for c in cuda.from_device(counts, (2,), np.uint64))
         out = [cuda.scratch(np.dtype(dtype).itemsize * n_maps) for dtype in FOUND_DTYPES]
         over = cuda.scratch(8 * n_over)
@@ -457,13 +467,11 @@ class CudaBackend(Backend):
         if not n_over:
             return [maps]
         redo_at = np.sort(cuda.from_device(over, (n_over,), np.int64))
-        redo = Candidates(*(_take(buf, n, redo_at, dtype=dtype).astype(np.int64)
-                            for buf, dtype in zip((row, contig, lo, hi), COLUMNS)))
-        wstart, wend = redo.windows(rows, reference)
-        r = redo.row
+        r, c, width, flag = (_take(buf, n, redo_at).astype(np.int64) for buf in (row, contig, stretch_len, settled))
+        wstart = _take(win_start, n, redo_at, dtype=np.int64)
         window, end, edits, start = wide_covers(cuda, genome, dev.codes, rows.start[r], rows.length[r], rows.e[r],
-                                                wstart, wend - wstart)
-        redone = (r[window], redo.contig[window], start, end + 1, edits)
+                                                wstart, width)
+        redone = (r[window], c[window], start, end + 1, edits, flag[window])
         return [maps, Mappings(*(np.asarray(x, dtype=dtype) for x, dtype in zip(redone, FOUND_DTYPES)))]
 
 
@@ -477,11 +485,13 @@ class DeviceRows:
 class DeviceCandidates:
     """Candidates left in device memory by the seeding kernels, as parts (n, row int32, contig int32, lo int64,
     hi int64), each the bands of one or more consecutive seeding launches (_Parts), in row order (after the
-    fused filter, in any order: verification does not depend on it). A host stage reading .row/.contig/.lo/.hi
-    (or any other Candidates attribute) gets the host copy, fetched once."""
+    fused filter, in any order: verification does not depend on it). `ordered`: as seed() left them, each
+    row's bands consecutive, by contig and position, so that the verifier may join them into stretches
+    (gather.cu window_stretches). A host stage reading .row/.contig/.lo/.hi (or any other Candidates
+    attribute) gets the host copy, fetched once."""
 
-    def __init__(self, parts):
-        self.parts = parts
+    def __init__(self, parts, ordered=False):
+        self.parts, self.ordered = parts, ordered
         self.layer = device.current()  # where the buffers live, for host stages reading them later
 
     @classmethod

@@ -9,9 +9,6 @@ reported mapping has edit distance <= e). jobs.py picks `open_neighbourhood` ins
 pipeline's `open_mapping` for this index kind; everything after the opening is shared.
 """
 import time
-from dataclasses import fields
-
-import numpy as np
 
 from mapper.backends import get_backend
 from mapper.backends.base import Backend
@@ -56,7 +53,7 @@ class NeighbourhoodBackend(Backend):
             return self.inner.verify(rows, cands, reference)
         parts = [self.inner.verify(rows, cands.subset(slice(begin, begin + VERIFY_CHUNK)), reference)
                  for begin in range(0, len(cands), VERIFY_CHUNK)]
-        return Mappings(*(np.concatenate([getattr(m, f.name) for m in parts]) for f in fields(Mappings)))
+        return Mappings.concat(parts)
 
 
 def open_neighbourhood(opts):

@@ -258,8 +258,8 @@ def test_windows_with_many_optimal_ends(backend, tmp_path, monkeypatch):
     # the redone windows come as a part of their own, in the records' narrow dtypes (no widening join)
     parts = backend.verify_parts(rows, cands, index.reference)
     assert len(parts) == 2 and all(
-        tuple(getattr(p, f).dtype for f in ("row", "contig", "start", "end", "edits")) == cuda_mapping.FOUND_DTYPES
-        for p in parts)
+        tuple(getattr(p, f).dtype for f in ("row", "contig", "start", "end", "edits", "settled"))
+        == cuda_mapping.FOUND_DTYPES for p in parts)
 
 
 @pytest.mark.parametrize("by_row", [False, True], ids=["per-hit", "per-row"])
@@ -391,7 +391,8 @@ def test_found_mappings_leave_out_ends_a_neighbour_beats(device_layer):
     """gather.cu found_mappings drops an end only when window t - 1 or t + 1 (the same row and contig) took
     the same end with fewer edits, or as many from a start as far left or further (the earlier window on a
     full tie): of every set of equal ends the one locus selection keeps (fewest edits, then leftmost start)
-    stays. Random windows with shared ends against a brute-force count and record set."""
+    stays. Random windows with shared ends against a brute-force count and record set; each record carries
+    its window's `settled`."""
     from mapper.backends.cuda_mapping import FOUND_DTYPES, MAX_ENDS
     assert MAX_ENDS <= 32  # the kernel marks a window's kept ends in a 32-bit mask
     rng = np.random.default_rng(3)
@@ -409,10 +410,11 @@ def test_found_mappings_leave_out_ends_a_neighbour_beats(device_layer):
         row = np.repeat(np.arange(n), rng.integers(1, 4, n))[:n].astype(np.int32)
         contig = (rng.random(n) < 0.1).astype(np.int32)
         win_start = (1000 + rng.integers(0, 4, n)).astype(np.int64)
+        settled = rng.integers(0, 2, n).astype(np.int32)
         counts = cuda.to_device(np.zeros(2, np.uint64))
         common = [cuda.to_device(a) for a in (best, n_ends, ends, starts, edits)] + [n, MAX_ENDS] + \
-                 [cuda.to_device(a) for a in (row, contig, win_start)] + [counts]
-        cuda.launch(kernel, n, *common, *(0,) * 6)
+                 [cuda.to_device(a) for a in (row, contig, win_start, settled)] + [counts]
+        cuda.launch(kernel, n, *common, *(0,) * 7)
         n_maps, n_over = (int(c) for c in cuda.from_device(counts, (2,), np.uint64))
         out = [cuda.empty(np.dtype(t).itemsize * n_maps) for t in FOUND_DTYPES]
         cuda.memset(counts, 0, 16)
@@ -429,7 +431,7 @@ def test_found_mappings_leave_out_ends_a_neighbour_beats(device_layer):
                     win_start[u] + ends[j, u] == end and (edits[j, u], win_start[u] + starts[j, u], u) < (d, start, t)
                     for j in range(n_ends[u])) for u in (t - 1, t + 1))
                 if not beaten:
-                    want.append((int(row[t]), int(contig[t]), int(start), int(end) + 1, int(d)))
+                    want.append((int(row[t]), int(contig[t]), int(start), int(end) + 1, int(d), bool(settled[t])))
         assert n_over == int(np.sum((best >= 0) & (n_ends > MAX_ENDS)))
         assert got == sorted(want)
         dropped += sum(int(n_ends[t]) for t in range(n) if ok(t)) - len(want)
@@ -466,6 +468,81 @@ def test_deduped_records_select_the_same_loci_in_repeats(backend, tmp_path):
     assert len(want) > 1000
     for f in ("row", "contig", "start", "end", "edits"):
         assert np.array_equal(getattr(got, f), getattr(want, f)), f
+
+
+def test_window_stretches_join_each_rows_nearby_windows(device_layer):
+    """gather.cu window_stretches against a model: in an ordered part a window joins the stretch before it
+    when it has that stretch's row and contig and starts at most 3e after the stretch's end; the first
+    window of a stretch gets the stretch's width, the others 0; a stretch is settled unless it is the
+    part's first or last. Unordered (after the fused filter): every window alone, none settled."""
+    rng = np.random.default_rng(11)
+    cuda = device_layer
+    kernel = cuda.function("gather.cu", "window_stretches")
+    for ordered in (1, 0):
+        n = 2000
+        row = np.sort(rng.integers(0, 40, n)).astype(np.int32)
+        contig = np.zeros(n, np.int32)
+        contig[n // 2:] = 1  # rows 0-39 of contig 0, then again of contig 1: a row's windows are not all adjacent
+        order = np.lexsort((contig, row))
+        row, contig = row[order], contig[order]
+        e = rng.integers(0, 6, n).astype(np.int32)
+        e = e[np.searchsorted(row, row)]  # one e per row
+        width = rng.integers(100, 120, n).astype(np.int32)
+        gaps = rng.choice([-60, -5, 0, 3, 9, 15, 20, 400], n)
+        start = np.cumsum(width + gaps).astype(np.int64) + 10_000
+        dev = [cuda.to_device(np.ascontiguousarray(a)) for a in (row, contig, start, width, e)]
+        out = cuda.to_device(np.full(n, -1, np.int32)), cuda.to_device(np.full(n, -1, np.int32))
+        cuda.launch(kernel, n, *dev, n, ordered, *out)
+        got_len, got_settled = (cuda.from_device(b, (n,), np.int32) for b in out)
+        want_len, want_settled = np.zeros(n, np.int32), np.zeros(n, np.int32)
+        head, end = 0, start[0] + width[0]
+        for i in range(1, n + 1):
+            joins = (i < n and ordered and row[i] == row[i - 1] and contig[i] == contig[i - 1]
+                     and start[i] <= start[i - 1] + width[i - 1] + 3 * e[i])
+            if joins:
+                end = max(end, start[i] + width[i])
+                continue
+            want_len[head] = end - start[head]
+            want_settled[head] = ordered and head > 0 and i < n
+            if i < n:
+                head, end = i, start[i] + width[i]
+        assert np.array_equal(got_len, want_len) and np.array_equal(got_settled, want_settled)
+        stretches = np.count_nonzero(want_len)
+        assert (stretches == n) if not ordered else (100 < stretches < n // 2)
+
+
+def test_stretch_covers_are_settled_and_select_the_same_loci(backend, tmp_path, monkeypatch):
+    """Seeded in order (backend.seed), a tandem repeat's windows are verified as stretches: most records come
+    settled, locus selection refines only the unsettled groups, and the loci are those it selects from every
+    window's cover (the numpy verifier, every group refined)."""
+    from mapper import verify as verify_module
+    rng = np.random.default_rng(9)
+    contigs = tandem_genome(rng)
+    fasta, reads = tmp_path / "repeats.fa", tmp_path / "reads.fq"
+    fasta.write_text("".join(f">{name}\n{seq}\n" for name, seq in contigs.items()))
+    with open(reads, "w") as out:
+        for i in range(200):
+            genome = contigs[list(contigs)[i % 2]]
+            start = int(rng.integers(0, len(genome) - 100))
+            out.write(f"@r{i}\n{genome[start:start + 100]}\n+\n{'I' * 100}\n")
+    from mapper.index import build_index
+    index = build_index(fasta, 12, tmp_path / "repeats.gkx")
+    batch, rows = batch_rows(reads, 200, 5)
+    cands, _ = seed(rows, index)
+    want = select_loci(rows, verify(rows, cands, index.reference), index.reference)
+    seeded, _ = backend.seed(rows, index)
+    assert seeded.ordered
+    maps = backend.verify(rows, seeded, index.reference)
+    assert maps.settled.mean() > 0.8
+    refined = []
+    real_refine = verify_module._refine
+    monkeypatch.setattr(verify_module, "_refine", lambda rows, maps, *a: refined.append(maps) or real_refine(
+        rows, maps, *a))
+    got = select_loci(rows, maps, index.reference)
+    assert len(want) > 1000
+    for f in ("row", "contig", "start", "end", "edits"):
+        assert np.array_equal(getattr(got, f), getattr(want, f)), f
+    assert sum(len(m) for m in refined) < 0.2 * len(maps) and not any(m.settled.any() for m in refined)
 
 
 def test_fetch_later_sees_the_buffer_in_stream_order(device_layer):
