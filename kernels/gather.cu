@@ -23,81 +23,82 @@ extern "C" __global__ void gather_ascii(const uint8_t *__restrict__ codes, const
     out[t] = code == CODE_A ? 'A' : code == CODE_C ? 'C' : code == CODE_G ? 'G' : code == CODE_T ? 'T' : 'N';
 }
 
-/* candidate_windows: the verification window of each candidate (mapper/seeding.py Candidates.windows),
- * computed where the candidates already are, so they need not visit the host between seeding and
- * verification. One thread per candidate i of row r = cand_row[i] on contig c = cand_contig[i]:
- *   win_start = max(lo - e, contig_start[c]),  win_end = min(hi + L + e, contig_end[c])
- * and the per-window read fields the verifier takes (read_start, read_len, max_e).
- * In : cand_row int32, cand_contig int32, cand_lo/cand_hi int64 [n]; row_start int64, row_len int32,
- *      row_e int32 [R]; contig_start/contig_end int64 [C]
- * Out: read_start int64, read_len int32, max_e int32, win_start int64, win_len int32 [n]
- */
-extern "C" __global__ void candidate_windows(
-    const int *__restrict__ cand_row, const int *__restrict__ cand_contig, const long long *__restrict__ cand_lo,
-    const long long *__restrict__ cand_hi, const long long n, const long long *__restrict__ row_start,
-    const int *__restrict__ row_len, const int *__restrict__ row_e, const long long *__restrict__ contig_start,
-    const long long *__restrict__ contig_end, long long *__restrict__ read_start, int *__restrict__ read_len,
-    int *__restrict__ max_e, long long *__restrict__ win_start, int *__restrict__ win_len)
-{
-    const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n)
-        return;
-    const int r = cand_row[i], c = cand_contig[i];
-    const int L = row_len[r], e = row_e[r];
-    const long long a = cand_lo[i] - e > contig_start[c] ? cand_lo[i] - e : contig_start[c];
-    const long long b = cand_hi[i] + L + e < contig_end[c] ? cand_hi[i] + L + e : contig_end[c];
-    read_start[i] = row_start[r];
-    read_len[i] = L;
-    max_e[i] = e;
-    win_start[i] = a;
-    win_len[i] = (int)(b - a);
-}
-
-/* window_stretches: a part's verification windows joined into stretches, so that the verifier takes each
+/* candidate_stretches: the verification windows of a part's candidates (mapper/seeding.py Candidates.windows),
+ * computed where the candidates already are, joined into stretches, so that the verifier takes each
  * stretch's cover once (mapper/verify.py select_loci's rule) instead of the cover of every window, which
  * locus selection then had to recompute wherever picks of nearby windows lay within 3e (tandem repeats:
  * a read that aligns every e + 1 bases along a poly-A tract has hundreds of overlapping windows there).
  *
+ * The window of candidate i of row r on contig c:
+ *   win_start = max(lo - e, contig_start[c]),  win_end = min(hi + L + e, contig_end[c])
  * Window i opens a stretch unless the part is `ordered` (seed.cu's bands: each row's windows consecutive,
  * by contig and position, a row never split between parts of one seeding launch) and window i - 1 is of
  * the same row and contig and ends at most 3e before window i starts. The thread of an opening window
- * walks to the window before the next opening one:
- *   stretch_len[i] = max over the stretch's windows of their end - win_start[i]
- * and the other windows get stretch_len 0 (nothing of their own to verify). The cover of the stretch's
- * text equals locus selection's answer there (every alignment within e lies inside its seed's window, so
- * in one stretch, and ends of two stretches lie more than 3e apart), provided the stretch holds every
- * window of its row near it: settled[i] = 1 when the part is ordered and the stretch is neither its first
- * nor its last (the only ones a cut between two parts can split). Locus selection leaves settled records
- * as they are and refines the rest as before.
- * In : cand_row, cand_contig int32 [n]; win_start int64, win_len, max_e int32 [n] (candidate_windows)
- * Out: stretch_len, settled int32 [n]
+ * walks to the window before the next opening one and writes the stretch (from its window's start to the
+ * furthest end of its windows) with the per-stretch read fields the verifier takes, at a slot of its own:
+ * the next of `count` (atomicAdd: the stretches of an ordered part in any order; no two of them share an
+ * end, so found_mappings has no duplicates to leave out), or i itself in an unordered part (every window
+ * its own stretch, in place: found_mappings then leaves out the duplicate ends of neighbouring windows).
+ *
+ * Why a stretch's cover is locus selection's answer there: every alignment within e lies inside its seed's
+ * window, so inside one stretch, and ends of two stretches lie more than 3e apart. That holds when the
+ * stretch holds every window of its row near it: settled = 1 when the part is ordered and the stretch is
+ * neither its first nor its last (the only ones a cut between two parts can split). Locus selection leaves
+ * settled records as they are and refines the rest as before.
+ * In : cand_row, cand_contig int32, cand_lo, cand_hi int64 [n]; row_start int64, row_len, row_e int32 [R];
+ *      contig_start, contig_end int64 [C]
+ * Out: count uint64 [1] (stretches, ordered parts); per stretch: out_row, out_contig int32, read_start int64,
+ *      read_len, max_e int32, win_start int64, win_len, settled int32 [n at most]
  */
-__device__ __forceinline__ bool opens_stretch(const long long i, const int ordered, const int *__restrict__ row,
-                                              const int *__restrict__ contig, const long long *__restrict__ win_start,
-                                              const int *__restrict__ win_len, const int *__restrict__ max_e)
+struct Window {
+    long long start, end;
+};
+
+__device__ __forceinline__ Window window_of(const long long i, const int *__restrict__ cand_row,
+                                            const int *__restrict__ cand_contig, const long long *__restrict__ cand_lo,
+                                            const long long *__restrict__ cand_hi, const int *__restrict__ row_len,
+                                            const int *__restrict__ row_e, const long long *__restrict__ contig_start,
+                                            const long long *__restrict__ contig_end)
 {
-    return i == 0 || !ordered || row[i] != row[i - 1] || contig[i] != contig[i - 1]
-        || win_start[i] > win_start[i - 1] + win_len[i - 1] + 3LL * max_e[i];
+    const int r = cand_row[i], c = cand_contig[i], e = row_e[r];
+    const long long a = cand_lo[i] - e, b = cand_hi[i] + row_len[r] + e;
+    return {a > contig_start[c] ? a : contig_start[c], b < contig_end[c] ? b : contig_end[c]};
 }
 
-extern "C" __global__ void window_stretches(
-    const int *__restrict__ cand_row, const int *__restrict__ cand_contig, const long long *__restrict__ win_start,
-    const int *__restrict__ win_len, const int *__restrict__ max_e, const long long n, const int ordered,
-    int *__restrict__ stretch_len, int *__restrict__ settled)
+extern "C" __global__ void candidate_stretches(
+    const int *__restrict__ cand_row, const int *__restrict__ cand_contig, const long long *__restrict__ cand_lo,
+    const long long *__restrict__ cand_hi, const long long n, const long long *__restrict__ row_start,
+    const int *__restrict__ row_len, const int *__restrict__ row_e, const long long *__restrict__ contig_start,
+    const long long *__restrict__ contig_end, const int ordered, unsigned long long *__restrict__ count,
+    int *__restrict__ out_row, int *__restrict__ out_contig, long long *__restrict__ read_start,
+    int *__restrict__ read_len, int *__restrict__ max_e, long long *__restrict__ win_start,
+    int *__restrict__ win_len, int *__restrict__ settled)
 {
     const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n)
         return;
-    if (!opens_stretch(i, ordered, cand_row, cand_contig, win_start, win_len, max_e)) {
-        stretch_len[i] = 0;
-        settled[i] = 0;
-        return;
+#define WINDOW(k) window_of(k, cand_row, cand_contig, cand_lo, cand_hi, row_len, row_e, contig_start, contig_end)
+    const int r = cand_row[i], c = cand_contig[i], e = row_e[r];
+    const Window own = WINDOW(i);
+    if (ordered && i > 0 && cand_row[i - 1] == r && cand_contig[i - 1] == c && own.start <= WINDOW(i - 1).end + 3LL * e)
+        return; /* inside the stretch of a window before it */
+    long long end = own.end, j = i + 1;
+    for (Window next; ordered && j < n && cand_row[j] == r && cand_contig[j] == c; ++j) {
+        next = WINDOW(j);
+        if (next.start > WINDOW(j - 1).end + 3LL * e)
+            break;
+        end = end > next.end ? end : next.end;
     }
-    long long end = win_start[i] + win_len[i], j = i + 1;
-    for (; j < n && !opens_stretch(j, ordered, cand_row, cand_contig, win_start, win_len, max_e); ++j)
-        end = end > win_start[j] + win_len[j] ? end : win_start[j] + win_len[j];
-    stretch_len[i] = (int)(end - win_start[i]);
-    settled[i] = ordered && i > 0 && j < n;
+#undef WINDOW
+    const long long slot = ordered ? (long long)atomicAdd(count, 1ULL) : i;
+    out_row[slot] = r;
+    out_contig[slot] = c;
+    read_start[slot] = row_start[r];
+    read_len[slot] = row_len[r];
+    max_e[slot] = e;
+    win_start[slot] = own.start;
+    win_len[slot] = (int)(end - own.start);
+    settled[slot] = ordered && i > 0 && j < n;
 }
 
 /* take_i32 / take_i64: out[k * n + i] = src[k * n_src + index[i]] for k < planes, one thread per output
@@ -197,7 +198,7 @@ extern "C" __global__ void strand_codes(const uint8_t *__restrict__ fwd, const l
  * overflowing windows); then, counts zeroed, it writes into buffers of those sizes. The records are
  * as narrow as their values allow (positions below 2^32: every index format's bound; edits <= e < 256):
  * 18 bytes a record instead of 28, and a genome-scale batch brings 10^8 of them to the host. Each record
- * also carries its window's `settled` (window_stretches): whether locus selection may keep it as it is.
+ * also carries its stretch's `settled` (candidate_stretches): whether locus selection may keep it as it is.
  * In : best, n_ends int32 [n]; ends, starts, edits int32 [max_ends][n]; cand_row, cand_contig int32 [n];
  *      win_start int64 [n]; settled int32 [n]
  * Out: counts uint64 [2]; out_row, out_contig int32, out_start, out_end uint32, out_edits, out_settled uint8

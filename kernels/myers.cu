@@ -37,9 +37,7 @@
  *      reads       uint8  [R]   the batch's strand rows, concatenated codes
  *      read_start  int64  [n]   first base of each window's read in `reads`; read_len int32 [n]
  *      max_e       int32  [n]   e of each window's read
- *      win_start   int64  [n]   first genome base of each window; win_len int32 [n] (0: nothing to
- *                              verify, a window of a stretch that its first window takes: gather.cu
- *                              window_stretches)
+ *      win_start   int64  [n]   first genome base of each window; win_len int32 [n]
  *      win_skip    int32  [n]   or null: leading columns that are not ends (alignments may still start
  *                              there): locus refinement (mapper/verify.py) covers only a stretch's zone
  * Out: best       int32  [n]   the window's fewest edits, or -1
@@ -426,11 +424,6 @@ extern "C" __global__ void verify_windows(
     const int e = max_e[i];
     const uint8_t *read = reads + read_start[i];
     const uint8_t *win = genome + win_start[i];
-    if (W == 0) {  /* a window inside a stretch that its first window verifies (gather.cu window_stretches) */
-        best_out[i] = -1;
-        n_ends_out[i] = 0;
-        return;
-    }
     if (W > MAX_WIN) {  /* not a band's window: verify_wide takes it */
         best_out[i] = 0;
         n_ends_out[i] = MAX_ENDS + 1;

@@ -4,7 +4,7 @@ GPU, with the reference and the k-mer index resident in device memory for the wh
 Stage placement is reported in the run summary, so a silent cpu fallback cannot hide; the GateKeeper
 filter runs on the GPU through mapper/filters. The seeding kernels reproduce the numpy seeder's
 candidates and counts exactly (tests/device/test_cuda_mapping.py compares them). The verifier joins each
-row's nearby windows into stretches (gather.cu window_stretches) and returns each stretch's cover (the ends
+row's nearby windows into stretches (gather.cu candidate_stretches) and returns each stretch's cover (the ends
 taken, each with its distance and leftmost start: mapper/verify.py's contract), which is locus selection's
 answer there already, so the render processes refine only what the cut between two parts may have split;
 the SAM equals the cpu backend's byte for byte. A stretch wider than a band's window, or whose cover has more
@@ -56,8 +56,7 @@ WORK_SHARE = 5
 # gather.cu found_mappings' records (row, contig, start, end, edits, settled), as narrow as the values allow
 FOUND_DTYPES = (np.int32, np.int32, np.uint32, np.uint32, np.uint8, np.bool_)
 SLOT_BYTES = 64     # seed.cu's per-slot arrays (diagonals 13, bands 20) and the band output 24, rounded up
-VERIFY_BYTES = 160  # gather.cu windows 28 and stretches 8, myers.cu outputs 8 + 12 a kept end (MAX_ENDS), found
-                    # mappings 18
+VERIFY_BYTES = 160  # gather.cu stretches 36, myers.cu outputs 8 + 12 a kept end (MAX_ENDS), found mappings 18
 MARGIN = 4096  # bases of the neighbouring contigs an index part holds on either side (index_parts.py)
 WHOLE = (0, 1 << 62)  # the core range of the one-part index: every position
 FUSED = {"improved": ("gatekeeper_candidates", improved_defines),  # filter mode -> fused kernel, its -D
@@ -435,28 +434,32 @@ class CudaBackend(Backend):
                 cuda.to_device(reference.ends.astype(np.int64)))
 
     def _verify_part(self, rows, part, ordered, genome, dev, contig_starts, contig_ends):
-        """The mappings of one candidate part, its windows verified as stretches (gather.cu window_stretches;
+        """The mappings of one candidate part, its windows verified as stretches (gather.cu candidate_stretches;
         `ordered`: the part holds seed.cu's bands as seeded): the GPU's records, and those of the stretches
         wider than MAX_WIN or with more than MAX_ENDS ends, redone by verify_wide, as a second Mappings in
         the same dtypes (joining the two widened and copied the whole part in the mapping thread; repeat
-        reads overflow in every part)."""
+        reads overflow in every part). The stretches are compacted before they are verified: a thread a
+        stretch, not a thread a window of which most would idle beside their stretch's first."""
         n, row, contig, lo, hi = part
         gather = lambda name: cuda.function("gather.cu", name)
         room = _room(n, self._capacity()[1])
-        read_start, read_len, max_e = cuda.scratch(8 * room), cuda.scratch(4 * room), cuda.scratch(4 * room)
-        win_start, win_len = cuda.scratch(8 * room), cuda.scratch(4 * room)
-        cuda.launch(gather("candidate_windows"), n, row, contig, lo, hi, n, dev.start, dev.length, dev.e,
-                    contig_starts, contig_ends, read_start, read_len, max_e, win_start, win_len)
-        stretch_len, settled = cuda.scratch(4 * room), cuda.scratch(4 * room)
-        cuda.launch(gather("window_stretches"), n, row, contig, win_start, win_len, max_e, n, int(ordered),
-                    stretch_len, settled)
-        del win_len
-        best, n_ends, ends, starts, edits = _verify_device(genome, dev.codes, read_start, read_len, max_e, win_start,
-                                                           stretch_len, n, int(rows.length.max()), room)
-        # found windows -> mapping records on the device (gather.cu found_mappings): count, then write
+        stretch = types.SimpleNamespace(row=cuda.scratch(4 * room), contig=cuda.scratch(4 * room),
+                                        read_start=cuda.scratch(8 * room), read_len=cuda.scratch(4 * room),
+                                        max_e=cuda.scratch(4 * room), start=cuda.scratch(8 * room),
+                                        width=cuda.scratch(4 * room), settled=cuda.scratch(4 * room))
+        count = cuda.scratch_copy(np.zeros(1, dtype=np.uint64))
+        cuda.launch(gather("candidate_stretches"), n, row, contig, lo, hi, n, dev.start, dev.length, dev.e,
+                    contig_starts, contig_ends, int(ordered), count, stretch.row, stretch.contig, stretch.read_start,
+                    stretch.read_len, stretch.max_e, stretch.start, stretch.width, stretch.settled)
+        n = int(cuda.from_device(count, (1,), np.uint64)[0]) if ordered else n
+        best, n_ends, ends, starts, edits = _verify_device(genome, dev.codes, stretch.read_start, stretch.read_len,
+                                                           stretch.max_e, stretch.start, stretch.width, n,
+                                                           int(rows.length.max()), room)
+        # verified stretches -> mapping records on the device (gather.cu found_mappings): count, then write
         found = gather("found_mappings")
         counts = cuda.scratch_copy(np.zeros(2, dtype=np.uint64))
-        common = (best, n_ends, ends, starts, edits, n, MAX_ENDS, row, contig, win_start, settled, counts)
+        common = (best, n_ends, ends, starts, edits, n, MAX_ENDS, stretch.row, stretch.contig, stretch.start,
+                  stretch.settled, counts)
         cuda.launch(found, n, *common, *(0,) * 7)
         n_maps, n_over = (int(c) for c in cuda.from_device(counts, (2,), np.uint64))
         out = [cuda.scratch(np.dtype(dtype).itemsize * n_maps) for dtype in FOUND_DTYPES]
@@ -467,8 +470,9 @@ class CudaBackend(Backend):
         if not n_over:
             return [maps]
         redo_at = np.sort(cuda.from_device(over, (n_over,), np.int64))
-        r, c, width, flag = (_take(buf, n, redo_at).astype(np.int64) for buf in (row, contig, stretch_len, settled))
-        wstart = _take(win_start, n, redo_at, dtype=np.int64)
+        r, c, width, flag = (_take(buf, n, redo_at).astype(np.int64)
+                             for buf in (stretch.row, stretch.contig, stretch.width, stretch.settled))
+        wstart = _take(stretch.start, n, redo_at, dtype=np.int64)
         window, end, edits, start = wide_covers(cuda, genome, dev.codes, rows.start[r], rows.length[r], rows.e[r],
                                                 wstart, width)
         redone = (r[window], c[window], start, end + 1, edits, flag[window])
@@ -487,7 +491,7 @@ class DeviceCandidates:
     hi int64), each the bands of one or more consecutive seeding launches (_Parts), in row order (after the
     fused filter, in any order: verification does not depend on it). `ordered`: as seed() left them, each
     row's bands consecutive, by contig and position, so that the verifier may join them into stretches
-    (gather.cu window_stretches). A host stage reading .row/.contig/.lo/.hi (or any other Candidates
+    (gather.cu candidate_stretches). A host stage reading .row/.contig/.lo/.hi (or any other Candidates
     attribute) gets the host copy, fetched once."""
 
     def __init__(self, parts, ordered=False):

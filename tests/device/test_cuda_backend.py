@@ -470,45 +470,50 @@ def test_deduped_records_select_the_same_loci_in_repeats(backend, tmp_path):
         assert np.array_equal(getattr(got, f), getattr(want, f)), f
 
 
-def test_window_stretches_join_each_rows_nearby_windows(device_layer):
-    """gather.cu window_stretches against a model: in an ordered part a window joins the stretch before it
-    when it has that stretch's row and contig and starts at most 3e after the stretch's end; the first
-    window of a stretch gets the stretch's width, the others 0; a stretch is settled unless it is the
-    part's first or last. Unordered (after the fused filter): every window alone, none settled."""
+def test_candidate_stretches_join_each_rows_nearby_windows(device_layer):
+    """gather.cu candidate_stretches against a model: the candidates' windows (clipped to their contigs), and
+    in an ordered part a window joins the stretch before it when it has that stretch's row and contig and
+    starts at most 3e after the window before it ends; each stretch once (any order), its width to the
+    furthest end, settled unless it is the part's first or last. Unordered (after the fused filter): every
+    window its own stretch, in place, none settled."""
     rng = np.random.default_rng(11)
     cuda = device_layer
-    kernel = cuda.function("gather.cu", "window_stretches")
+    kernel = cuda.function("gather.cu", "candidate_stretches")
+    n, rows = 3000, 40
+    length, e = rng.integers(80, 120, rows).astype(np.int32), rng.integers(0, 6, rows).astype(np.int32)
+    row_start = np.cumsum(length).astype(np.int64) - length
+    contig_start, contig_end = np.array([0, 10_000_000], np.int64), np.array([10_000_000, 20_000_000], np.int64)
+    row = np.sort(rng.integers(0, rows, n)).astype(np.int32)
+    rank = np.arange(n) - np.searchsorted(row, row)  # a window's place among its row's
+    contig = ((row % 2 == 1) & (rank >= np.bincount(row, minlength=rows)[row] // 2)).astype(np.int32)
+    gaps = rng.choice([5, 9, 15, 30, 60, 150, 400], n)
+    lo = contig_start[contig] + np.cumsum(gaps)
+    hi = lo + rng.integers(0, e[row] + 1)
+    lo[:3] = hi[:3] = contig_start[contig[:3]] + [0, 2, 4]  # windows clipped at the contig's start ...
+    contig_end[1] = hi.max() + 60  # ... and at its end
     for ordered in (1, 0):
-        n = 2000
-        row = np.sort(rng.integers(0, 40, n)).astype(np.int32)
-        contig = np.zeros(n, np.int32)
-        contig[n // 2:] = 1  # rows 0-39 of contig 0, then again of contig 1: a row's windows are not all adjacent
-        order = np.lexsort((contig, row))
-        row, contig = row[order], contig[order]
-        e = rng.integers(0, 6, n).astype(np.int32)
-        e = e[np.searchsorted(row, row)]  # one e per row
-        width = rng.integers(100, 120, n).astype(np.int32)
-        gaps = rng.choice([-60, -5, 0, 3, 9, 15, 20, 400], n)
-        start = np.cumsum(width + gaps).astype(np.int64) + 10_000
-        dev = [cuda.to_device(np.ascontiguousarray(a)) for a in (row, contig, start, width, e)]
-        out = cuda.to_device(np.full(n, -1, np.int32)), cuda.to_device(np.full(n, -1, np.int32))
-        cuda.launch(kernel, n, *dev, n, ordered, *out)
-        got_len, got_settled = (cuda.from_device(b, (n,), np.int32) for b in out)
-        want_len, want_settled = np.zeros(n, np.int32), np.zeros(n, np.int32)
-        head, end = 0, start[0] + width[0]
+        count = cuda.to_device(np.zeros(1, np.uint64))
+        outs = [cuda.to_device(np.full(n, -1, t)) for t in (np.int32, np.int32, np.int64, np.int32, np.int32,
+                                                            np.int64, np.int32, np.int32)]
+        cuda.launch(kernel, n, *(cuda.to_device(a) for a in (row, contig, lo, hi)), n,
+                    *(cuda.to_device(a) for a in (row_start, length, e, contig_start, contig_end)), ordered, count,
+                    *outs)
+        m = int(cuda.from_device(count, (1,), np.uint64)[0]) if ordered else n
+        got = list(zip(*(cuda.from_device(b, (m,), t).tolist() for b, t in zip(outs, (
+            np.int32, np.int32, np.int64, np.int32, np.int32, np.int64, np.int32, np.int32)))))
+        start = np.maximum(lo - e[row], contig_start[contig])
+        end = np.minimum(hi + length[row] + e[row], contig_end[contig])
+        want, head = [], 0
         for i in range(1, n + 1):
-            joins = (i < n and ordered and row[i] == row[i - 1] and contig[i] == contig[i - 1]
-                     and start[i] <= start[i - 1] + width[i - 1] + 3 * e[i])
-            if joins:
-                end = max(end, start[i] + width[i])
+            if (i < n and ordered and row[i] == row[i - 1] and contig[i] == contig[i - 1]
+                    and start[i] <= end[i - 1] + 3 * e[row[i]]):
                 continue
-            want_len[head] = end - start[head]
-            want_settled[head] = ordered and head > 0 and i < n
-            if i < n:
-                head, end = i, start[i] + width[i]
-        assert np.array_equal(got_len, want_len) and np.array_equal(got_settled, want_settled)
-        stretches = np.count_nonzero(want_len)
-        assert (stretches == n) if not ordered else (100 < stretches < n // 2)
+            r = row[head]
+            want.append((int(r), int(contig[head]), int(row_start[r]), int(length[r]), int(e[r]), int(start[head]),
+                         int(end[head:i].max() - start[head]), int(bool(ordered and head > 0 and i < n))))
+            head = i
+        assert (sorted(got) if ordered else got) == (sorted(want) if ordered else want)
+        assert (len(want) == n) if not ordered else (100 < len(want) < n // 2)
 
 
 def test_stretch_covers_are_settled_and_select_the_same_loci(backend, tmp_path, monkeypatch):
