@@ -505,3 +505,27 @@ extern "C" __global__ void verify_wide(
     build_peq(read, L, 1, pA, pC, pG, pT);
     leftmost_starts(pA, pC, pG, pT, win, L, ends, edits, count, starts_out + cover_offset[i]);
 }
+
+/* compact_covers: the ends verify_wide took, moved from each window's room (at cover_offset[i], room for
+ * W / (e + 1) + 1 ends) to consecutive places from out_offset[i] (the exclusive sums of n_ends), so that only
+ * the taken ends cross the bus: the rooms of a part's repeat stretches held ~100 M slots where ~25 M ends were
+ * taken, and copying every slot to the host cost more than all of the part's kernels. One thread a window.
+ * In : n_ends int32 [n]; cover_offset, out_offset int64 [n]; ends, starts, edits int32 [rooms]
+ * Out: out_ends, out_starts, out_edits int32 [sum of n_ends]
+ */
+extern "C" __global__ void compact_covers(const int *__restrict__ n_ends, const long long *__restrict__ cover_offset,
+                                          const long long *__restrict__ out_offset, const int n,
+                                          const int *__restrict__ ends, const int *__restrict__ starts,
+                                          const int *__restrict__ edits, int *__restrict__ out_ends,
+                                          int *__restrict__ out_starts, int *__restrict__ out_edits)
+{
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n)
+        return;
+    const long long from = cover_offset[i], to = out_offset[i];
+    for (int k = 0; k < n_ends[i]; ++k) {
+        out_ends[to + k] = ends[from + k];
+        out_starts[to + k] = starts[from + k];
+        out_edits[to + k] = edits[from + k];
+    }
+}

@@ -139,27 +139,31 @@ def wide_covers(layer, genome, codes, read_start, read_len, e, win_start, win_le
 
 
 def _wide_chunk(layer, genome, codes, read_start, read_len, e, win_start, width, skip, first_window, launch):
-    """wide_covers of one chunk, its windows numbered from `first_window`."""
+    """wide_covers of one chunk, its windows numbered from `first_window`. Only the taken ends come back
+    (myers.cu compact_covers), not every window's room for them."""
     n = len(width)
     room = width // (np.asarray(e, dtype=np.int64) + 1) + 1  # ends a cover can take (see verify_wide)
-    row_offset, cover_offset = np.cumsum(width) - width, np.cumsum(room) - room
+    row_offset, cover_offset = np.cumsum(width) - width, layer.scratch_copy(_i64(np.cumsum(room) - room))
     slots = int(room.sum())
     best, n_ends = layer.scratch(4 * n), layer.scratch(4 * n)
     ends, starts, edits = (layer.scratch(4 * slots) for _ in range(3))
-    layer.launch(layer.function("myers.cu", "verify_wide", **kernel_defines(read_len.max())), n, genome, codes,
+    defines = kernel_defines(read_len.max())
+    layer.launch(layer.function("myers.cu", "verify_wide", **defines), n, genome, codes,
                  layer.scratch_copy(_i64(read_start)), layer.scratch_copy(_i32(read_len)),
                  layer.scratch_copy(_i32(e)), layer.scratch_copy(_i64(win_start)), layer.scratch_copy(_i32(width)), n,
                  layer.scratch_copy(_i32(skip)) if skip is not None else 0, layer.scratch(int(width.sum())),
-                 layer.scratch_copy(_i64(row_offset)), layer.scratch_copy(_i64(cover_offset)), best, n_ends, ends,
-                 starts, edits, **launch)
+                 layer.scratch_copy(_i64(row_offset)), cover_offset, best, n_ends, ends, starts, edits, **launch)
     count = layer.from_device(n_ends, (n,), np.int32).astype(np.int64)
-    window, k = ragged_arange(count)
-    at = cover_offset[window] + k
-    column = layer.from_device(ends, (slots,), np.int32)[at].astype(np.int64)
-    first = layer.from_device(starts, (slots,), np.int32)[at].astype(np.int64)
-    taken = layer.from_device(edits, (slots,), np.int32)[at].astype(np.int64)
+    window, _ = ragged_arange(count)
+    m = len(window)
+    if not m:
+        return (np.zeros(0, dtype=np.int64),) * 4
+    taken = [layer.scratch(4 * m) for _ in range(3)]
+    layer.launch(layer.function("myers.cu", "compact_covers", **defines), n, n_ends, cover_offset,
+                 layer.scratch_copy(_i64(np.cumsum(count) - count)), n, ends, starts, edits, *taken, **launch)
+    column, first, edits = (layer.from_device(buf, (m,), np.int32).astype(np.int64) for buf in taken)
     base = np.asarray(win_start, dtype=np.int64)[window]
-    return window + first_window, base + column, taken, base + first
+    return window + first_window, base + column, edits, base + first
 
 
 def _i32(a):

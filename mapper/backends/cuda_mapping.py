@@ -469,10 +469,9 @@ class CudaBackend(Backend):
         maps = Mappings(*(cuda.from_device(buf, (n_maps,), dtype) for buf, dtype in zip(out, FOUND_DTYPES)))
         if not n_over:
             return [maps]
-        redo_at = np.sort(cuda.from_device(over, (n_over,), np.int64))
-        r, c, width, flag = (_take(buf, n, redo_at).astype(np.int64)
+        r, c, width, flag = (_take(buf, n, over, count=n_over).astype(np.int64)
                              for buf in (stretch.row, stretch.contig, stretch.width, stretch.settled))
-        wstart = _take(stretch.start, n, redo_at, dtype=np.int64)
+        wstart = _take(stretch.start, n, over, dtype=np.int64, count=n_over)
         window, end, edits, start = wide_covers(cuda, genome, dev.codes, rows.start[r], rows.length[r], rows.e[r],
                                                 wstart, width)
         redone = (r[window], c[window], start, end + 1, edits, flag[window])
@@ -720,19 +719,22 @@ def _decide(gk, mode, read_rows, ref_rows, n, L, e):
     return gk.faithful_device(ref_rows, read_rows, n, L, e)[0]
 
 
-def _take_device(buffer, n_src, index, planes=1, dtype=np.int32):
-    """Device buffer of buffer[k * n_src + index[i]] for k < planes (gather.cu take_i32 / take_i64)."""
-    n = len(index)
+def _take_device(buffer, n_src, index, planes=1, dtype=np.int32, count=None):
+    """Device buffer of buffer[k * n_src + index[i]] for k < planes (gather.cu take_i32 / take_i64); `index`:
+    a host array, or a device int64 buffer of `count` indices."""
+    n = len(index) if count is None else count
+    if count is None:
+        index = cuda.scratch_copy(index.astype(np.int64))
     out = cuda.scratch(np.dtype(dtype).itemsize * n * planes)
     name = "take_i64" if np.dtype(dtype).itemsize == 8 else "take_i32"
-    cuda.launch(cuda.function("gather.cu", name), n * planes, buffer, n_src,
-                cuda.scratch_copy(index.astype(np.int64)), n, planes, out)
+    cuda.launch(cuda.function("gather.cu", name), n * planes, buffer, n_src, index, n, planes, out)
     return out
 
 
-def _take(buffer, n_src, index, planes=1, dtype=np.int32):
+def _take(buffer, n_src, index, planes=1, dtype=np.int32, count=None):
     """Host copy of the selected elements (only they cross the bus)."""
-    return cuda.from_device(_take_device(buffer, n_src, index, planes, dtype), (planes * len(index),), dtype)
+    n = len(index) if count is None else count
+    return cuda.from_device(_take_device(buffer, n_src, index, planes, dtype, count), (planes * n,), dtype)
 
 
 def _verify_device(genome, reads, read_start, read_len, max_e, win_start, win_len, n, longest, room=None):
