@@ -506,26 +506,40 @@ extern "C" __global__ void verify_wide(
     leftmost_starts(pA, pC, pG, pT, win, L, ends, edits, count, starts_out + cover_offset[i]);
 }
 
-/* compact_covers: the ends verify_wide took, moved from each window's room (at cover_offset[i], room for
- * W / (e + 1) + 1 ends) to consecutive places from out_offset[i] (the exclusive sums of n_ends), so that only
- * the taken ends cross the bus: the rooms of a part's repeat stretches held ~100 M slots where ~25 M ends were
- * taken, and copying every slot to the host cost more than all of the part's kernels. One thread a window.
- * In : n_ends int32 [n]; cover_offset, out_offset int64 [n]; ends, starts, edits int32 [rooms]
- * Out: out_ends, out_starts, out_edits int32 [sum of n_ends]
+/* cover_records: the ends verify_wide took, as mapping records (gather.cu found_mappings' narrow layout), in
+ * consecutive places from out_offset[i] (the exclusive sums of n_ends), so that only the taken ends cross
+ * the bus, and no host pass turns them into records: the rooms of a part's repeat stretches held ~100 M
+ * slots where ~25 M ends were taken, and the host's copying and numpy work on them cost more than all of
+ * the part's kernels (1,000 repeat reads at 3.1 Gbp: the verify stage 0.6 -> 1.9 s). End k of window i:
+ *   row = win_row[i] (i itself when win_row is null), contig = win_contig[i] (0 when null),
+ *   start = win_start[i] + starts[k], end = win_start[i] + ends[k] + 1, edits, settled = win_settled[i] (0)
+ * One thread a window.
+ * In : n_ends int32 [n]; cover_offset, out_offset int64 [n]; ends, starts, edits int32 [rooms];
+ *      win_start int64 [n]; win_row, win_contig, win_settled int32 [n] or null
+ * Out: out_row, out_contig int32, out_start, out_end uint32, out_edits, out_settled uint8 [sum of n_ends]
  */
-extern "C" __global__ void compact_covers(const int *__restrict__ n_ends, const long long *__restrict__ cover_offset,
-                                          const long long *__restrict__ out_offset, const int n,
-                                          const int *__restrict__ ends, const int *__restrict__ starts,
-                                          const int *__restrict__ edits, int *__restrict__ out_ends,
-                                          int *__restrict__ out_starts, int *__restrict__ out_edits)
+extern "C" __global__ void cover_records(const int *__restrict__ n_ends, const long long *__restrict__ cover_offset,
+                                         const long long *__restrict__ out_offset, const int n,
+                                         const int *__restrict__ ends, const int *__restrict__ starts,
+                                         const int *__restrict__ edits, const long long *__restrict__ win_start,
+                                         const int *__restrict__ win_row, const int *__restrict__ win_contig,
+                                         const int *__restrict__ win_settled, int *__restrict__ out_row,
+                                         int *__restrict__ out_contig, unsigned int *__restrict__ out_start,
+                                         unsigned int *__restrict__ out_end, uint8_t *__restrict__ out_edits,
+                                         uint8_t *__restrict__ out_settled)
 {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n)
         return;
-    const long long from = cover_offset[i], to = out_offset[i];
+    const long long from = cover_offset[i], to = out_offset[i], base = win_start[i];
+    const int row = win_row ? win_row[i] : i, contig = win_contig ? win_contig[i] : 0;
+    const uint8_t settled = win_settled ? (uint8_t)win_settled[i] : 0;
     for (int k = 0; k < n_ends[i]; ++k) {
-        out_ends[to + k] = ends[from + k];
-        out_starts[to + k] = starts[from + k];
-        out_edits[to + k] = edits[from + k];
+        out_row[to + k] = row;
+        out_contig[to + k] = contig;
+        out_start[to + k] = (unsigned int)(base + starts[from + k]);
+        out_end[to + k] = (unsigned int)(base + ends[from + k] + 1);
+        out_edits[to + k] = (uint8_t)edits[from + k];
+        out_settled[to + k] = settled;
     }
 }

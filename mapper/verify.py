@@ -69,6 +69,9 @@ class Mappings:
 
 
 POSITION_FIELDS = ("row", "contig", "start", "end", "edits")  # Mappings' fields every mapping has
+# the device's mapping records (row, contig, start, end, edits, settled: gather.cu found_mappings, myers.cu
+# cover_records), as narrow as the values allow (positions below 2^32: every index format's bound)
+FOUND_DTYPES = (np.int32, np.int32, np.uint32, np.uint32, np.uint8, np.bool_)
 
 
 def verify(rows, cands, reference, budget=1 << 25):
@@ -131,39 +134,43 @@ def wide_covers(layer, genome, codes, read_start, read_len, e, win_start, win_le
     arguments host arrays [n]. Windows go in chunks of at most `budget` columns (a longer one alone), since
     the kernel keeps each window's last row in memory: the memory is bounded whatever the windows. Returns
     (window, end, edits, start) like window_covers, ordered by window, then the order the ends were taken."""
-    width = np.asarray(win_len, dtype=np.int64)
-    parts = [_wide_chunk(layer, genome, codes, read_start[a:b], read_len[a:b], e[a:b], win_start[a:b],
-                         width[a:b], None if skip is None else skip[a:b], a, launch)
-             for a, b in column_chunks(width, budget)]
+    width, e = np.asarray(win_len, dtype=np.int64), np.asarray(e, dtype=np.int64)
+    parts = []
+    for a, b in column_chunks(width, budget):
+        up = lambda values, cast: layer.scratch_copy(cast(values[a:b]))
+        windows = (up(read_start, _i64), up(read_len, _i32), up(e, _i32), up(win_start, _i64), up(width, _i32),
+                   0 if skip is None else up(skip, _i32))
+        window, _, start, end, edits, _ = wide_records(layer, genome, codes, windows, width[a:b], e[a:b],
+                                                       int(read_len.max()), **launch)
+        parts.append((window.astype(np.int64) + a, end.astype(np.int64) - 1, edits.astype(np.int64),
+                      start.astype(np.int64)))
     return tuple(np.concatenate(column) for column in zip(*parts))
 
 
-def _wide_chunk(layer, genome, codes, read_start, read_len, e, win_start, width, skip, first_window, launch):
-    """wide_covers of one chunk, its windows numbered from `first_window`. Only the taken ends come back
-    (myers.cu compact_covers), not every window's room for them."""
+def wide_records(layer, genome, codes, windows, width, e, longest, labels=(0, 0, 0), **launch):
+    """The covers of n windows by kernels/myers.cu verify_wide in one launch, as records in FOUND_DTYPES
+    (myers.cu cover_records: only the taken ends come back, already records). `windows`: the device buffers
+    read_start, read_len, e, win_start, win_len and skip (0: none) [n]; `labels`: device buffers of each
+    window's row, contig and settled (0: the window's index, 0, False); `width`, `e`: the same host arrays
+    (the windows' rooms); `longest`: the longest read. The caller bounds the columns (the rows' memory)."""
     n = len(width)
-    room = width // (np.asarray(e, dtype=np.int64) + 1) + 1  # ends a cover can take (see verify_wide)
+    room = width // (e + 1) + 1  # ends a cover can take (see verify_wide)
     row_offset, cover_offset = np.cumsum(width) - width, layer.scratch_copy(_i64(np.cumsum(room) - room))
     slots = int(room.sum())
     best, n_ends = layer.scratch(4 * n), layer.scratch(4 * n)
     ends, starts, edits = (layer.scratch(4 * slots) for _ in range(3))
-    defines = kernel_defines(read_len.max())
-    layer.launch(layer.function("myers.cu", "verify_wide", **defines), n, genome, codes,
-                 layer.scratch_copy(_i64(read_start)), layer.scratch_copy(_i32(read_len)),
-                 layer.scratch_copy(_i32(e)), layer.scratch_copy(_i64(win_start)), layer.scratch_copy(_i32(width)), n,
-                 layer.scratch_copy(_i32(skip)) if skip is not None else 0, layer.scratch(int(width.sum())),
-                 layer.scratch_copy(_i64(row_offset)), cover_offset, best, n_ends, ends, starts, edits, **launch)
+    defines = kernel_defines(longest)
+    layer.launch(layer.function("myers.cu", "verify_wide", **defines), n, genome, codes, *windows[:5], n, windows[5],
+                 layer.scratch(int(width.sum())), layer.scratch_copy(_i64(row_offset)), cover_offset, best, n_ends,
+                 ends, starts, edits, **launch)
     count = layer.from_device(n_ends, (n,), np.int32).astype(np.int64)
-    window, _ = ragged_arange(count)
-    m = len(window)
-    if not m:
-        return (np.zeros(0, dtype=np.int64),) * 4
-    taken = [layer.scratch(4 * m) for _ in range(3)]
-    layer.launch(layer.function("myers.cu", "compact_covers", **defines), n, n_ends, cover_offset,
-                 layer.scratch_copy(_i64(np.cumsum(count) - count)), n, ends, starts, edits, *taken, **launch)
-    column, first, edits = (layer.from_device(buf, (m,), np.int32).astype(np.int64) for buf in taken)
-    base = np.asarray(win_start, dtype=np.int64)[window]
-    return window + first_window, base + column, edits, base + first
+    m = int(count.sum())
+    records = [layer.scratch(np.dtype(dtype).itemsize * m) for dtype in FOUND_DTYPES]
+    if m:
+        layer.launch(layer.function("myers.cu", "cover_records", **defines), n, n_ends, cover_offset,
+                     layer.scratch_copy(_i64(np.cumsum(count) - count)), n, ends, starts, edits, windows[3], *labels,
+                     *records, **launch)
+    return [layer.from_device(buf, (m,), dtype) for buf, dtype in zip(records, FOUND_DTYPES)]
 
 
 def _i32(a):

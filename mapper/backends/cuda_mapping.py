@@ -8,7 +8,7 @@ row's nearby windows into stretches (gather.cu candidate_stretches) and returns 
 taken, each with its distance and leftmost start: mapper/verify.py's contract), which is locus selection's
 answer there already, so the render processes refine only what the cut between two parts may have split;
 the SAM equals the cpu backend's byte for byte. A stretch wider than a band's window, or whose cover has more
-than MAX_ENDS ends (tandem repeats), is redone by verify_wide (mapper/verify.py wide_covers).
+than MAX_ENDS ends (tandem repeats), is redone by verify_wide (mapper/verify.py wide_records).
 
 It reaches its device only through mapper/device (`layer`), whose GPU layer imports pycuda on first use.
 """
@@ -28,7 +28,8 @@ from mapper.errors import UsageError
 from mapper.filters import windows
 from mapper.filters._gpu import faithful_defines, improved_defines
 from mapper.seeding import Candidates, RowGroup, SeedStats, ragged_arange, read_groups
-from mapper.verify import MAX_ENDS, Mappings, kernel_defines, verify as host_verify, wide_covers
+from mapper.verify import FOUND_DTYPES, MAX_ENDS, Mappings, column_chunks, kernel_defines, verify as host_verify, \
+    wide_records
 
 COLUMNS = (np.int32, np.int32, np.int64, np.int64)  # device candidates: row, contig, lo, hi
 COLUMN_BYTES = 24  # a device candidate's bytes
@@ -53,10 +54,9 @@ RESERVE = 4 << 30  # without --gpu-memory: the device memory a batch's buffers k
 # (17 bytes a k-mer: ~27 MB for 100,000 reads of 100 bp) are held beside W while its groups are seeded:
 # they grow with the batch size, not with what the reads hit.
 WORK_SHARE = 5
-# gather.cu found_mappings' records (row, contig, start, end, edits, settled), as narrow as the values allow
-FOUND_DTYPES = (np.int32, np.int32, np.uint32, np.uint32, np.uint8, np.bool_)
 SLOT_BYTES = 64     # seed.cu's per-slot arrays (diagonals 13, bands 20) and the band output 24, rounded up
 VERIFY_BYTES = 160  # gather.cu stretches 36, myers.cu outputs 8 + 12 a kept end (MAX_ENDS), found mappings 18
+WIDE_COLUMNS = 1 << 25  # columns of the stretches one verify_wide launch takes at most (their last rows' bytes)
 MARGIN = 4096  # bases of the neighbouring contigs an index part holds on either side (index_parts.py)
 WHOLE = (0, 1 << 62)  # the core range of the one-part index: every position
 FUSED = {"improved": ("gatekeeper_candidates", improved_defines),  # filter mode -> fused kernel, its -D
@@ -469,13 +469,23 @@ class CudaBackend(Backend):
         maps = Mappings(*(cuda.from_device(buf, (n_maps,), dtype) for buf, dtype in zip(out, FOUND_DTYPES)))
         if not n_over:
             return [maps]
-        r, c, width, flag = (_take(buf, n, over, count=n_over).astype(np.int64)
-                             for buf in (stretch.row, stretch.contig, stretch.width, stretch.settled))
-        wstart = _take(stretch.start, n, over, dtype=np.int64, count=n_over)
-        window, end, edits, start = wide_covers(cuda, genome, dev.codes, rows.start[r], rows.length[r], rows.e[r],
-                                                wstart, width)
-        redone = (r[window], c[window], start, end + 1, edits, flag[window])
-        return [maps, Mappings(*(np.asarray(x, dtype=dtype) for x, dtype in zip(redone, FOUND_DTYPES)))]
+        return [maps, *_wide_parts(stretch, n, over, n_over, genome, dev, int(rows.length.max()))]
+
+
+def _wide_parts(stretch, n, over, n_over, genome, dev, longest):
+    """The records of a part's stretches that verify_windows left (`over`: their device indices among the part's
+    n stretches) by verify_wide, a Mappings in FOUND_DTYPES per chunk of at most WIDE_COLUMNS columns (the rows
+    it keeps): gathered, verified and turned into records on the device."""
+    width, e = (_take(buf, n, over, count=n_over).astype(np.int64) for buf in (stretch.width, stretch.max_e))
+    parts = []
+    for a, b in column_chunks(width, WIDE_COLUMNS):
+        at = cuda.shifted(over, -8 * a)
+        take = lambda buf, dtype=np.int32: _take_device(buf, n, at, dtype=dtype, count=b - a)
+        windows = (take(stretch.read_start, np.int64), take(stretch.read_len), take(stretch.max_e),
+                   take(stretch.start, np.int64), take(stretch.width), 0)
+        labels = take(stretch.row), take(stretch.contig), take(stretch.settled)
+        parts.append(Mappings(*wide_records(cuda, genome, dev.codes, windows, width[a:b], e[a:b], longest, labels)))
+    return parts
 
 
 class DeviceRows:

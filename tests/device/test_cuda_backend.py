@@ -235,8 +235,8 @@ def test_fused_filter_and_compaction(backend, monkeypatch, index_dir, e, mode):
 
 def test_windows_with_many_optimal_ends(backend, tmp_path, monkeypatch):
     """In a tandem repeat a window's cover can hold more ends than the kernel keeps (MAX_ENDS; a band's
-    window holds at most five, so the test lowers it to one): those windows are redone on the host, and the
-    result still equals the host verifier's."""
+    window holds at most five, so the test lowers it to one): those windows are redone by verify_wide, in
+    launches of WIDE_COLUMNS columns at most, and the result still equals the host verifier's."""
     monkeypatch.setattr(cuda_mapping, "MAX_ENDS", 1)
     from mapper.index import build_index
     rng = np.random.default_rng(5)
@@ -256,6 +256,11 @@ def test_windows_with_many_optimal_ends(backend, tmp_path, monkeypatch):
     for f in ("row", "contig", "start", "end", "edits"):
         assert np.array_equal(getattr(got, f), getattr(want, f)), f
     # the redone windows come as a part of their own, in the records' narrow dtypes (no widening join)
+    monkeypatch.setattr(cuda_mapping, "WIDE_COLUMNS", 300)  # a few stretches a verify_wide launch
+    chunked = select_loci(rows, backend.verify(rows, cands, index.reference), index.reference)
+    assert all(np.array_equal(getattr(chunked, f), getattr(want, f)) for f in ("row", "contig", "start", "end"))
+    assert len(backend.verify_parts(rows, cands, index.reference)) > 3
+    monkeypatch.setattr(cuda_mapping, "WIDE_COLUMNS", 1 << 25)
     parts = backend.verify_parts(rows, cands, index.reference)
     assert len(parts) == 2 and all(
         tuple(getattr(p, f).dtype for f in ("row", "contig", "start", "end", "edits", "settled"))
