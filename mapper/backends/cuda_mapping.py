@@ -480,7 +480,7 @@ def _wide_parts(stretch, n, over, n_over, genome, dev, longest):
     parts = []
     for a, b in column_chunks(width, WIDE_COLUMNS):
         at = cuda.shifted(over, -8 * a)
-        take = lambda buf, dtype=np.int32: _take_device(buf, n, at, dtype=dtype, count=b - a)
+        take = lambda buf, dtype=np.int32: _take_device(buf, n, at, dtype=dtype, count=int(b - a))
         windows = (take(stretch.read_start, np.int64), take(stretch.read_len), take(stretch.max_e),
                    take(stretch.start, np.int64), take(stretch.width), 0)
         labels = take(stretch.row), take(stretch.contig), take(stretch.settled)
@@ -732,7 +732,7 @@ def _decide(gk, mode, read_rows, ref_rows, n, L, e):
 def _take_device(buffer, n_src, index, planes=1, dtype=np.int32, count=None):
     """Device buffer of buffer[k * n_src + index[i]] for k < planes (gather.cu take_i32 / take_i64); `index`:
     a host array, or a device int64 buffer of `count` indices."""
-    n = len(index) if count is None else count
+    n = len(index) if count is None else int(count)
     if count is None:
         index = cuda.scratch_copy(index.astype(np.int64))
     out = cuda.scratch(np.dtype(dtype).itemsize * n * planes)
@@ -743,7 +743,7 @@ def _take_device(buffer, n_src, index, planes=1, dtype=np.int32, count=None):
 
 def _take(buffer, n_src, index, planes=1, dtype=np.int32, count=None):
     """Host copy of the selected elements (only they cross the bus)."""
-    n = len(index) if count is None else count
+    n = len(index) if count is None else int(count)
     return cuda.from_device(_take_device(buffer, n_src, index, planes, dtype, count), (planes * n,), dtype)
 
 

@@ -399,7 +399,7 @@ def launch(kernel, n, *args, block=BLOCK):
     """Run `kernel(*args)` with one thread per item of n, in blocks of `block` threads (the kernels check
     tid < n); the same call as host.launch, whose `block` is the items a host thread takes at a time."""
     if n:
-        kernel(*args, block=(block, 1, 1), grid=(-(-n // block), 1))
+        kernel(*args, block=(block, 1, 1), grid=(-(-int(n) // block), 1))
 
 
 class Timer:
