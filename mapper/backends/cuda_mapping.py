@@ -55,7 +55,7 @@ RESERVE = 4 << 30  # without --gpu-memory: the device memory a batch's buffers k
 # they grow with the batch size, not with what the reads hit.
 WORK_SHARE = 5
 SLOT_BYTES = 64     # seed.cu's per-slot arrays (diagonals 13, bands 20) and the band output 24, rounded up
-VERIFY_BYTES = 160  # gather.cu stretches 36, myers.cu outputs 8 + 12 a kept end (MAX_ENDS), found mappings 18
+VERIFY_BYTES = 176  # gather.cu stretches 40, myers.cu outputs 8 + 12 a kept end (MAX_ENDS), found mappings 18
 WIDE_COLUMNS = 1 << 25  # columns of the stretches one verify_wide launch takes at most (their last rows' bytes)
 MARGIN = 4096  # bases of the neighbouring contigs an index part holds on either side (index_parts.py)
 WHOLE = (0, 1 << 62)  # the core range of the one-part index: every position

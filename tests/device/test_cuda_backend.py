@@ -138,14 +138,14 @@ def test_device_candidates_verified_in_place(backend, monkeypatch, index_dir, ca
         assert np.array_equal(getattr(got, f), getattr(want, f)), f
 
 
-@pytest.mark.parametrize("work", [None, 1 << 14], ids=["launches-of-60", "budget-16k"])
-def test_seeding_launches_fill_shared_parts(backend, monkeypatch, index_dir, work):
+@pytest.mark.parametrize("parts_of", [None, 25], ids=["launches-of-60", "parts-of-25"])
+def test_seeding_launches_fill_shared_parts(backend, monkeypatch, index_dir, parts_of):
     """The bands of many seeding launches are compacted into shared parts (fewer parts than launches, each
     within a verification part's size unless one launch overfilled it), and a part larger than that size is
-    verified in pieces; candidates and loci are the numpy seeder's + edlib's. The 16 KiB budget makes parts
-    of 25 windows from launches of 64 slots, so some launches overfill their part."""
+    verified in pieces; candidates and loci are the numpy seeder's + edlib's. A working budget of verification
+    parts of 25 windows, beside launches of 60 slots, makes some launches overfill their part."""
     monkeypatch.setattr(cuda_mapping, "BAND_CAPACITY", 60)
-    backend._work = work
+    backend._work = parts_of and 4 * parts_of * cuda_mapping.VERIFY_BYTES
     launches, cuts = [], []
     chunks, pieces = cuda_mapping._chunks, cuda_mapping._pieces
     monkeypatch.setattr(cuda_mapping, "_chunks",
@@ -163,7 +163,7 @@ def test_seeding_launches_fill_shared_parts(backend, monkeypatch, index_dir, wor
     got = select_loci(rows, backend.verify(rows, dev, index.reference), index.reference)
     most, whole, cut = cuts[-1]
     assert whole == sizes and all(p[0] <= most for p in cut) and sum(p[0] for p in cut) == len(cands)
-    if work:
+    if parts_of:
         assert max(sizes) > part_windows and len(cut) > len(sizes)  # a launch overfilled a part: cut in pieces
     want = select_loci(rows, verify(rows, cands, index.reference), index.reference)
     for f in ("row", "contig", "start", "end", "edits"):
