@@ -33,7 +33,7 @@ def kernel_defines(longest):
 @dataclass
 class Mappings:
     """Verified mappings, one per taken end (row, contig, start, end exclusive, edits). `settled` (bool, or
-    None: none is): the end belongs to the cover of a whole stretch (gather.cu window_stretches), which is
+    None: none is): the end belongs to the cover of a whole stretch (gather.cu candidate_stretches), which is
     already locus selection's answer there, so select_loci keeps it as it is."""
     row: np.ndarray
     contig: np.ndarray
@@ -46,10 +46,7 @@ class Mappings:
         return len(self.row)
 
     def take(self, index):
-        return Mappings(*(None if value is None else value[index] for value in self._values()))
-
-    def _values(self):
-        return [getattr(self, f.name) for f in fields(self)]
+        return Mappings(*(None if (value := getattr(self, f.name)) is None else value[index] for f in fields(self)))
 
     @classmethod
     def concat(cls, parts):

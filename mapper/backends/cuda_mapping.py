@@ -436,10 +436,10 @@ class CudaBackend(Backend):
     def _verify_part(self, rows, part, ordered, genome, dev, contig_starts, contig_ends):
         """The mappings of one candidate part, its windows verified as stretches (gather.cu candidate_stretches;
         `ordered`: the part holds seed.cu's bands as seeded): the GPU's records, and those of the stretches
-        wider than MAX_WIN or with more than MAX_ENDS ends, redone by verify_wide, as a second Mappings in
-        the same dtypes (joining the two widened and copied the whole part in the mapping thread; repeat
-        reads overflow in every part). The stretches are compacted before they are verified: a thread a
-        stretch, not a thread a window of which most would idle beside their stretch's first."""
+        wider than MAX_WIN or with more than MAX_ENDS ends, redone by verify_wide (_wide_parts), as further
+        Mappings in the same dtypes (joining them widened and copied the whole part in the mapping thread;
+        repeat reads overflow in every part). The stretches are compacted before they are verified: a thread
+        a stretch, not a thread a window of which most would idle beside their stretch's first."""
         n, row, contig, lo, hi = part
         gather = lambda name: cuda.function("gather.cu", name)
         room = _room(n, self._capacity()[1])
