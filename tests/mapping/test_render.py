@@ -40,21 +40,30 @@ def test_render_now_in_processes_equals_inline(mapped):
 
 def test_mappings_in_parts_render_as_joined(mapped, tmp_path):
     """The mapping thread hands verification's parts (narrow dtypes, some empty) to the render processes
-    unjoined: the batch file holds each field's parts one after the other, the workers widen them, and the
-    records and the slices' weights are those of the joined mappings."""
-    from mapper.render import _read_batch, _row_counts, _write_batch
+    unjoined: the batch file holds each field's parts one after the other (`settled` too, False for a part
+    without it), the workers widen them, and the records and the slices' weights are those of the joined
+    mappings."""
+    from mapper.render import _read_batch, _row_counts, _slice, _write_batch
     from mapper.verify import Mappings
     index, batch, rows, maps = mapped
     cut = [0, 10, 10, len(maps) // 2, len(maps)]
-    narrow = lambda m: Mappings(m.row.astype(np.int32), m.contig.astype(np.int32), m.start, m.end,
-                                m.edits.astype(np.int32))
-    parts = [narrow(maps.take(np.arange(a, b))) for a, b in zip(cut[:-1], cut[1:])]
+    narrow = lambda m, settled: Mappings(m.row.astype(np.int32), m.contig.astype(np.int32), m.start, m.end,
+                                         m.edits.astype(np.int32), settled)
+    # the cpu backend's records come settled where a whole stretch was verified; the last part has no flags
+    assert maps.settled is not None and maps.settled.any()
+    parts = [narrow(maps.take(np.arange(a, b)), maps.settled[a:b] if k < 3 else None)
+             for k, (a, b) in enumerate(zip(cut[:-1], cut[1:]))]
     path, layout = _write_batch(str(tmp_path), batch, rows.e[:len(batch)], parts)
     assert layout["row"][1] == np.dtype(np.int32).str and layout["start"][1] == np.dtype(np.int64).str
     _, _, got, numbering = _read_batch(path, layout, batch.first)
     assert numbering == (len(batch), 0)
     for f in ("row", "contig", "start", "end", "edits"):
         assert np.array_equal(getattr(got, f), getattr(maps, f)), f
+    assert np.array_equal(got.settled, np.r_[maps.settled[:cut[3]], np.zeros(len(maps) - cut[3], bool)])
+    half = len(batch) // 2  # a worker's slice keeps its mappings' flags
+    _, _, sub = _slice(batch, rows.e[:len(batch)], got, 0, half)
+    mine = (got.row < half) | ((got.row >= len(batch)) & (got.row < len(batch) + half))
+    assert len(sub) == mine.sum() and np.array_equal(sub.settled, got.settled[mine])
     n = len(batch)
     assert np.array_equal(_row_counts(parts, n), np.bincount(maps.row, minlength=2 * n))
     want = render(batch, rows, maps, index.reference, False, 2, True)
