@@ -57,6 +57,10 @@ WORK_SHARE = 5
 SLOT_BYTES = 64     # seed.cu's per-slot arrays (diagonals 13, bands 20) and the band output 24, rounded up
 VERIFY_BYTES = 176  # gather.cu stretches 40, myers.cu outputs 8 + 12 a kept end (MAX_ENDS), found mappings 18
 WIDE_COLUMNS = 1 << 25  # columns of the stretches one verify_wide launch takes at most (their last rows' bytes)
+# A verify_wide launch's bytes a column at most (e = 0: its last row 1, rooms for ends 12 and records 18 a column,
+# the stretch's own fields a few more): with a working budget the launch takes the quarter that seeding used
+# (a row group is seeded before it is verified), so a repeat read's stretches are verified in smaller launches.
+WIDE_COLUMN_BYTES = 32
 MARGIN = 4096  # bases of the neighbouring contigs an index part holds on either side (index_parts.py)
 WHOLE = (0, 1 << 62)  # the core range of the one-part index: every position
 FUSED = {"improved": ("gatekeeper_candidates", improved_defines),  # filter mode -> fused kernel, its -D
@@ -469,16 +473,18 @@ class CudaBackend(Backend):
         maps = Mappings(*(cuda.from_device(buf, (n_maps,), dtype) for buf, dtype in zip(out, FOUND_DTYPES)))
         if not n_over:
             return [maps]
-        return [maps, *_wide_parts(stretch, n, over, n_over, genome, dev, int(rows.length.max()))]
+        columns = WIDE_COLUMNS if self._work is None else min(WIDE_COLUMNS, self._work // 4 // WIDE_COLUMN_BYTES)
+        return [maps, *_wide_parts(stretch, n, over, n_over, genome, dev, int(rows.length.max()), columns)]
 
 
-def _wide_parts(stretch, n, over, n_over, genome, dev, longest):
+def _wide_parts(stretch, n, over, n_over, genome, dev, longest, columns):
     """The records of a part's stretches that verify_windows left (`over`: their device indices among the part's
-    n stretches) by verify_wide, a Mappings in FOUND_DTYPES per chunk of at most WIDE_COLUMNS columns (the rows
-    it keeps): gathered, verified and turned into records on the device."""
+    n stretches) by verify_wide, a Mappings in FOUND_DTYPES per chunk of at most `columns` columns (a wider
+    stretch alone: its width is the genome's repeat, not the reads'): gathered, verified and turned into
+    records on the device."""
     width, e = (_take(buf, n, over, count=n_over).astype(np.int64) for buf in (stretch.width, stretch.max_e))
     parts = []
-    for a, b in column_chunks(width, WIDE_COLUMNS):
+    for a, b in column_chunks(width, columns):
         at = cuda.shifted(over, -8 * a)
         take = lambda buf, dtype=np.int32: _take_device(buf, n, at, dtype=dtype, count=int(b - a))
         windows = (take(stretch.read_start, np.int64), take(stretch.read_len), take(stretch.max_e),

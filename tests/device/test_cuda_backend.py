@@ -261,6 +261,16 @@ def test_windows_with_many_optimal_ends(backend, tmp_path, monkeypatch):
     assert all(np.array_equal(getattr(chunked, f), getattr(want, f)) for f in ("row", "contig", "start", "end"))
     assert len(backend.verify_parts(rows, cands, index.reference)) > 3
     monkeypatch.setattr(cuda_mapping, "WIDE_COLUMNS", 1 << 25)
+    # within a working budget a launch takes at most its quarter (a wider stretch alone)
+    launches, records = [], cuda_mapping.wide_records
+    monkeypatch.setattr(cuda_mapping, "wide_records", lambda layer, genome, codes, windows, width, *a: launches.append(
+        width) or records(layer, genome, codes, windows, width, *a))
+    backend._work = 1 << 14
+    bounded = select_loci(rows, backend.verify(rows, cands, index.reference), index.reference)
+    assert all(np.array_equal(getattr(bounded, f), getattr(want, f)) for f in ("row", "contig", "start", "end"))
+    most = (1 << 14) // 4 // cuda_mapping.WIDE_COLUMN_BYTES
+    assert len(launches) > 3 and all(w.sum() <= most or len(w) == 1 for w in launches)
+    backend._work = None
     parts = backend.verify_parts(rows, cands, index.reference)
     assert len(parts) == 2 and all(
         tuple(getattr(p, f).dtype for f in ("row", "contig", "start", "end", "edits", "settled"))
