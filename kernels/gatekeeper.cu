@@ -278,14 +278,13 @@ __device__ __forceinline__ int faithful_planes(const uint8_t *codes, long long s
  * cuda backend), fused as gatekeeper_candidates is for the improved one: the read row [row_start, + L) and the
  * reference segment of mapper/filters/windows.py (L bases from the band's first diagonal, shown within
  * [contig start, min(start + L, contig end))) are read from the resident code arrays, the segment shifted, and
- * the accepted candidates appended with one atomicAdd each. Arguments as gatekeeper_candidates. */
+ * each candidate's decision written as gatekeeper_candidates writes it. Arguments as gatekeeper_candidates. */
 extern "C" __global__ void gatekeeper_faithful_candidates(
     const int *__restrict__ cand_row, const int *__restrict__ cand_contig, const long long *__restrict__ cand_lo,
     const long long *__restrict__ cand_hi, const long long n, const uint8_t *__restrict__ row_codes,
     const long long *__restrict__ row_start, const uint8_t *__restrict__ genome,
     const long long *__restrict__ contig_start, const long long *__restrict__ contig_end,
-    unsigned long long *__restrict__ kept, int *__restrict__ out_row, int *__restrict__ out_contig,
-    long long *__restrict__ out_lo, long long *__restrict__ out_hi)
+    unsigned int *__restrict__ keep)
 {
     const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n)
@@ -296,13 +295,9 @@ extern "C" __global__ void gatekeeper_faithful_candidates(
     uint32_t sh[FA], sl[FA], fh[FA], fl[FA];
     const int undefined = faithful_planes(genome, segment, contig_start[c], shown, sh, sl)
                         | faithful_planes(row_codes, read, read, read + L, fh, fl);
-    if (!(L <= 16 || undefined || faithful_estimate(sh, sl, fh, fl) >= 0))
-        return;
-    const unsigned long long slot = atomicAdd(kept, 1ULL);
-    out_row[slot] = r;
-    out_contig[slot] = c;
-    out_lo[slot] = cand_lo[i];
-    out_hi[slot] = cand_hi[i];
+    keep[i] = L <= 16 || undefined || faithful_estimate(sh, sl, fh, fl) >= 0;
+    if (i == 0)
+        keep[n] = 0;
 }
 #endif
 
@@ -532,18 +527,19 @@ __device__ __forceinline__ void code_planes(const uint8_t *codes, long long star
 /* gatekeeper_candidates: the improved filter of the mapper's seeding candidates where they are (the cuda
  * backend), fused: the read and its verification window are read from the resident code arrays (the spans of
  * mapper/filters/windows.py: read row [row_start, + L); window [max(lo - e, contig start), min(hi + L + e,
- * contig end)) padded with N to WIN_LEN = L + 3e), filtered, and the accepted candidates appended to the
- * output with one atomicAdd each (their order varies between runs; the loci verified from them do not).
+ * contig end)) padded with N to WIN_LEN = L + 3e), filtered, and the decision written: keep[i] = 1 for a
+ * candidate that may hold an alignment within e, and keep[n] = 0, so that an exclusive scan of the n + 1 flags
+ * gives each survivor its place and the count (gather.cu keep_candidates compacts them in their order: the
+ * verifier joins a row's windows into stretches only when they come as seeded).
  * In : cand_row/cand_contig int32, cand_lo/cand_hi int64 [n]; row_codes uint8, row_start int64 [R];
  *      genome uint8; contig_start/contig_end int64 [C]
- * Out: kept uint64 [1] (count), out_row/out_contig int32, out_lo/out_hi int64 [kept] (capacity n) */
+ * Out: keep uint32 [n + 1] */
 extern "C" __global__ void gatekeeper_candidates(
     const int *__restrict__ cand_row, const int *__restrict__ cand_contig, const long long *__restrict__ cand_lo,
     const long long *__restrict__ cand_hi, const long long n, const uint8_t *__restrict__ row_codes,
     const long long *__restrict__ row_start, const uint8_t *__restrict__ genome,
     const long long *__restrict__ contig_start, const long long *__restrict__ contig_end,
-    unsigned long long *__restrict__ kept, int *__restrict__ out_row, int *__restrict__ out_contig,
-    long long *__restrict__ out_lo, long long *__restrict__ out_hi)
+    unsigned int *__restrict__ keep)
 {
     const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n)
@@ -555,12 +551,8 @@ extern "C" __global__ void gatekeeper_candidates(
     uint32_t rh[NW], rl[NW], rv[NW], h0[NWIN], l0[NWIN], v0[NWIN];
     code_planes<NW>(row_codes, read, read, read + L, L, rh, rl, rv);
     code_planes<NWIN>(genome, win_lo, win_lo, win_hi, WL, h0, l0, v0);
-    if (improved_estimate(rh, rl, rv, h0, l0, v0) < 0)
-        return;
-    const unsigned long long slot = atomicAdd(kept, 1ULL);
-    out_row[slot] = r;
-    out_contig[slot] = c;
-    out_lo[slot] = cand_lo[i];
-    out_hi[slot] = cand_hi[i];
+    keep[i] = improved_estimate(rh, rl, rv, h0, l0, v0) >= 0;
+    if (i == 0)
+        keep[n] = 0;
 }
 #endif

@@ -23,6 +23,31 @@ extern "C" __global__ void gather_ascii(const uint8_t *__restrict__ codes, const
     out[t] = code == CODE_A ? 'A' : code == CODE_C ? 'C' : code == CODE_G ? 'G' : code == CODE_T ? 'T' : 'N';
 }
 
+/* keep_candidates: the candidates a filter kept, compacted in their order (a stable compaction: the seeded order
+ * of each row's windows survives, which candidate_stretches needs to join them). `at` is the exclusive scan of
+ * the filter's n + 1 keep flags (gatekeeper.cu gatekeeper_candidates), so candidate i is kept when
+ * at[i + 1] > at[i], and goes to slot at[i]; thread 0 writes the count, at[n].
+ * In : cand_row/cand_contig int32, cand_lo/cand_hi int64 [n]; at uint32 [n + 1]
+ * Out: kept uint64 [1]; out_row/out_contig int32, out_lo/out_hi int64 [at[n]] */
+extern "C" __global__ void keep_candidates(const int *__restrict__ cand_row, const int *__restrict__ cand_contig,
+                                           const long long *__restrict__ cand_lo,
+                                           const long long *__restrict__ cand_hi, const long long n,
+                                           const unsigned int *__restrict__ at, unsigned long long *__restrict__ kept,
+                                           int *__restrict__ out_row, int *__restrict__ out_contig,
+                                           long long *__restrict__ out_lo, long long *__restrict__ out_hi)
+{
+    const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i == 0)
+        *kept = at[n];
+    if (i >= n || at[i + 1] == at[i])
+        return;
+    const unsigned int slot = at[i];
+    out_row[slot] = cand_row[i];
+    out_contig[slot] = cand_contig[i];
+    out_lo[slot] = cand_lo[i];
+    out_hi[slot] = cand_hi[i];
+}
+
 /* candidate_stretches: the verification windows of a part's candidates (mapper/seeding.py Candidates.windows),
  * computed where the candidates already are, joined into stretches, so that the verifier takes each
  * stretch's cover once (mapper/verify.py select_loci's rule) instead of the cover of every window, which

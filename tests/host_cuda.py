@@ -4,8 +4,9 @@ failed to write shows. Tests hand it to the cuda backend's modules in place of t
 same tests run against the real device (tests marked `gpu`)."""
 import numpy as np
 
-from mapper.device.host import (SHIM, Timer, copy_into, copy_out, fetch_later, free_memory, from_device,  # noqa: F401
-                                  function, launch, limit_pool, memset, shifted, to_device, upload)
+from mapper.device.host import (SHIM, Timer, copy_into, copy_out, exclusive_scan, fetch_later,  # noqa: F401
+                                  free_memory, from_device, function, launch, limit_pool, memset, shifted,
+                                  to_device, upload)
 
 
 WARP = 1  # lane kernels need a warp's lanes in lockstep; the host runs an item's as one (LANES)

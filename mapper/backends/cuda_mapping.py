@@ -355,10 +355,11 @@ class CudaBackend(Backend):
         return keep
 
     def filtered(self, mode, rows, cands, reference):
-        """The filter of a one-(L, e) batch fused with the compaction of its survivors on the GPU
+        """The filter of a one-(L, e) batch fused with its reads' and windows' gathering on the GPU
         (gatekeeper.cu gatekeeper_candidates, gatekeeper_faithful_candidates: no rows gathered, no decisions
-        sent back); a batch mixing lengths or e decides with `filter` and compacts with
-        DeviceCandidates.subset."""
+        sent back), its survivors compacted there in their order (an exclusive scan of the decisions, then
+        gather.cu keep_candidates), so that the verifier still joins each row's windows into stretches; a
+        batch mixing lengths or e decides with `filter` and compacts with DeviceCandidates.subset."""
         length, e = rows.length[rows.active], rows.e[rows.active]
         if mode not in FUSED or not len(cands) or not _one_group(length, e):
             return super().filtered(mode, rows, cands, reference)
@@ -370,15 +371,16 @@ class CudaBackend(Backend):
         genome, dev = self._resident_genome(reference), self._rows_on_device(rows)
         _, _, contig_starts, contig_ends = self._resident_index_of_reference(reference)
         parts = []
-        for n, row, contig, lo, hi in _pieces(cands.parts, self._capacity()[1]):
-            kept = cuda.scratch_copy(np.zeros(1, dtype=np.uint64))
-            out = [cuda.scratch(size * n) for size in (4, 4, 8, 8)]
-            cuda.launch(kernel, n, row, contig, lo, hi, n, dev.codes, dev.start, genome, contig_starts,
-                        contig_ends, kept, *out)
+        for n, *columns in _pieces(cands.parts, self._capacity()[1]):
+            at, kept = cuda.scratch(4 * (n + 1)), cuda.scratch(8)
+            out = [cuda.scratch(np.dtype(t).itemsize * n) for t in COLUMNS]
+            cuda.launch(kernel, n, *columns, n, dev.codes, dev.start, genome, contig_starts, contig_ends, at)
+            cuda.exclusive_scan(at, n + 1)
+            cuda.launch(cuda.function("gather.cu", "keep_candidates"), n, *columns, n, at, kept, *out)
             count = int(cuda.from_device(kept, (1,), np.uint64)[0])
             if count:
                 parts.append((count, *out))
-        survivors = DeviceCandidates(parts)
+        survivors = DeviceCandidates(parts, ordered=cands.ordered)
         return survivors, len(cands) - len(survivors)
 
     def _filter_in_place(self, gk, mode, L, e, cands, genome, dev, reference):
@@ -503,10 +505,10 @@ class DeviceRows:
 
 class DeviceCandidates:
     """Candidates left in device memory by the seeding kernels, as parts (n, row int32, contig int32, lo int64,
-    hi int64), each the bands of one or more consecutive seeding launches (_Parts), in row order (after the
-    fused filter, in any order: verification does not depend on it). `ordered`: as seed() left them, each
-    row's bands consecutive, by contig and position, so that the verifier may join them into stretches
-    (gather.cu candidate_stretches). A host stage reading .row/.contig/.lo/.hi (or any other Candidates
+    hi int64), each the bands of one or more consecutive seeding launches (_Parts), in row order.
+    `ordered`: as seed() left them, each row's bands consecutive, by contig and position, so that the
+    verifier may join them into stretches (gather.cu candidate_stretches); a filter's survivors keep it
+    (their compaction is stable), an upload of host candidates does not claim it. A host stage reading .row/.contig/.lo/.hi (or any other Candidates
     attribute) gets the host copy, fetched once."""
 
     def __init__(self, parts, ordered=False):
@@ -535,7 +537,7 @@ class DeviceCandidates:
             begin += n
             if len(kept):
                 parts.append((len(kept), *(_take_device(buf, n, kept, 1, dtype) for buf, dtype in zip(bufs, COLUMNS))))
-        return DeviceCandidates(parts)
+        return DeviceCandidates(parts, ordered=self.ordered)
 
     @functools.cached_property
     def host(self):

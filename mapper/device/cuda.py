@@ -402,6 +402,24 @@ def launch(kernel, n, *args, block=BLOCK):
         kernel(*args, block=(block, 1, 1), grid=(-(-int(n) // block), 1))
 
 
+SCAN_ITEMS = 8  # items a thread of scan.cu takes (a tile: BLOCK x SCAN_ITEMS items)
+
+
+def exclusive_scan(data, n, wide=False):
+    """Exclusive prefix sum, in place, of n uint32 (uint64 if wide) items at device pointer `data`
+    (kernels/scan.cu: each tile scanned, the tiles' totals scanned by recursion, then added)."""
+    if not n:
+        return
+    suffix, size = ("u64", 8) if wide else ("u32", 4)
+    tiles = -(-int(n) // (BLOCK * SCAN_ITEMS))
+    sums = scratch(size * tiles)
+    kernel = lambda name: function("scan.cu", f"{name}_{suffix}", ITEMS=SCAN_ITEMS)
+    launch(kernel("scan_tiles"), tiles * BLOCK, data, np.uint32(n), sums)
+    if tiles > 1:
+        exclusive_scan(sums, tiles, wide)
+        launch(kernel("scan_add"), tiles * BLOCK, data, np.uint32(n), sums)
+
+
 class Timer:
     """`with Timer() as t:` ... then t.seconds: GPU time between two events around the block."""
 

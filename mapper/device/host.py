@@ -250,6 +250,19 @@ def copy_out(array, buffer):
     array.reshape(-1).view(np.uint8)[:] = buffer[:array.nbytes]
 
 
+def exclusive_scan(data, n, wide=False):
+    """cuda.exclusive_scan's counterpart: numpy's cumsum over the n uint32 (uint64 if wide) items at `data`
+    (a buffer, or a pointer from `shifted`)."""
+    if not n:
+        return
+    dtype = np.dtype(np.uint64 if wide else np.uint32)
+    address = data.ctypes.data if isinstance(data, np.ndarray) else int(data)
+    items = np.ctypeslib.as_array((ctypes.c_uint8 * (dtype.itemsize * int(n))).from_address(address)).view(dtype)
+    total = np.cumsum(items, dtype=dtype)
+    items[1:] = total[:-1]
+    items[0] = 0
+
+
 class Timer:
     """Wall time of the block (the GPU layer times with CUDA events)."""
 

@@ -64,7 +64,7 @@ def _at(buffer, offset_bytes):
 
 class CudaKernels:
     """The compiled kernels (timed: `kmer kernels compiled in X s` on the log) and the primitives built on
-    them: prefix sums, radix sort, run-length encoding."""
+    them: radix sort, run-length encoding, and the device layer's prefix sums."""
 
     def __init__(self):
         start = time.perf_counter()
@@ -111,17 +111,10 @@ class CudaKernels:
             self.drv.memcpy_dtoh(buffer[:nbytes], int(pointer))
         return buffer[:nbytes]
 
-    def scan(self, data, n, wide=False):
+    @staticmethod
+    def scan(data, n, wide=False):
         """Exclusive prefix sum, in place, of n uint32 (uint64 if wide) items at device pointer `data`."""
-        if not n:
-            return
-        suffix, size = ("u64", 8) if wide else ("u32", 4)
-        tiles = -(-n // self.tile)
-        sums = cuda.scratch(size * tiles)
-        self.per_tile("scan_tiles_" + suffix, n, data, _u32(n), sums)
-        if tiles > 1:
-            self.scan(sums, tiles, wide)
-            self.per_tile("scan_add_" + suffix, n, data, _u32(n), sums)
+        cuda.exclusive_scan(data, n, wide)
 
     @staticmethod
     def empty(nbytes):

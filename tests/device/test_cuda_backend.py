@@ -207,12 +207,26 @@ def test_filter_on_device_candidates(backend, monkeypatch, index_dir, mode):
         assert np.array_equal(getattr(got, f), getattr(ref, f)), f
 
 
+@pytest.mark.parametrize("n", [1, 2048, 2049, 2048 * 2048 + 3])  # one tile, a tile's edge, two scan levels
+@pytest.mark.parametrize("wide", [False, True])
+def test_exclusive_scan(device_layer, n, wide):
+    """The device layer's exclusive prefix sum in place (scan.cu on the GPU, numpy's cumsum on the host),
+    whose tiles' totals are scanned again by recursion when there is more than one."""
+    dtype = np.uint64 if wide else np.uint32
+    values = np.random.default_rng(n).integers(0, 1 << (20 if wide else 2), n).astype(dtype)
+    buf = device_layer.scratch_copy(values)
+    device_layer.exclusive_scan(buf, n, wide)
+    want = np.concatenate([[0], np.cumsum(values, dtype=dtype)[:-1]]).astype(dtype)
+    assert np.array_equal(device_layer.from_device(buf, (n,), dtype), want)
+
+
 @pytest.mark.parametrize("mode", ["improved", "faithful"])
 @pytest.mark.parametrize("e", [3, 6])
 def test_fused_filter_and_compaction(backend, monkeypatch, index_dir, e, mode):
     """Each filter fused with the compaction of its survivors (gatekeeper.cu gatekeeper_candidates,
-    gatekeeper_faithful_candidates): the same windows as the cpu filter keeps, in some order, and the same
-    loci once verified."""
+    gatekeeper_faithful_candidates, then a scan and gather.cu keep_candidates): the same windows as the cpu
+    filter keeps, in their seeded order (still `ordered`: the verifier joins them into stretches), and the
+    same loci once verified."""
     from mapper.backends.cpu import NumpyBackend
     monkeypatch.setattr(cuda_mapping, "BAND_CAPACITY", 50)  # parts of at most 50 windows
     index = load_index(SHIGELLA, index_dir(SHIGELLA))
@@ -224,9 +238,8 @@ def test_fused_filter_and_compaction(backend, monkeypatch, index_dir, e, mode):
     dev, _ = backend.seed(rows, index)
     assert len(dev.parts) > 1 and 0 < want.sum() < len(want)
     kept, rejected = backend.filtered(mode, rows, dev, index.reference)
-    assert isinstance(kept, cuda_mapping.DeviceCandidates) and rejected == (~want).sum()
-    ordered = lambda c: np.sort(np.rec.fromarrays([c.row, c.contig, c.lo, c.hi]))
-    assert np.array_equal(ordered(kept.host), ordered(cands.subset(want)))
+    assert isinstance(kept, cuda_mapping.DeviceCandidates) and rejected == (~want).sum() and kept.ordered
+    assert same(dev.host, cands) and same(kept.host, cands.subset(want))
     got = select_loci(rows, backend.verify(rows, kept, index.reference), index.reference)
     ref = select_loci(rows, verify(rows, cands.subset(want), index.reference), index.reference)
     for f in ("row", "contig", "start", "end", "edits"):

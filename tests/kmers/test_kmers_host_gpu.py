@@ -2,9 +2,9 @@
 element-wise kernels of kernels/kmer_extract.cu and kernels/kmer_codec.cu run on the host, and its tables must
 be the cpu backend's bytes.
 
-The kernels of kernels/kmer_sort.cu need a GPU (shared memory, warp votes); here each is replaced by a numpy
-twin of its documented contract (tile scans, digit-major radix counts, stable scatter, run heads...), so that
-what is checked is everything around them. The real kernels are checked against the cpu backend on a GPU
+The kernels of kernels/kmer_sort.cu and scan.cu need a GPU (shared memory, warp votes); here each is replaced
+by a numpy twin of its documented contract (the host layer's scan, digit-major radix counts, stable scatter,
+run heads...), so that what is checked is everything around them. The real kernels are checked against the cpu backend on a GPU
 (tests/kmers/test_kmers_gpu.py). "Device" memory is host memory here: a buffer's int() is its address, so the
 pointer arithmetic of gpu.py works unchanged and the compiled kernels (mapper/device/host.py builds them with
 g++) read and write it.
@@ -82,27 +82,6 @@ def _tiles(n):
     return -(-int(n) // TILE)
 
 
-def _scan_tiles(dtype):
-    def body(data, n, sums):
-        n = int(n)
-        values = _memory(data, dtype, n)
-        padded = np.zeros(_tiles(n) * TILE, dtype=dtype)
-        padded[:n] = values
-        tiles = padded.reshape(-1, TILE)
-        inclusive = np.cumsum(tiles, axis=1, dtype=dtype)
-        _memory(sums, dtype, len(tiles))[:] = inclusive[:, -1]
-        values[:] = (inclusive - tiles).reshape(-1)[:n]
-    return body
-
-
-def _scan_add(dtype):
-    def body(data, n, offsets):
-        n = int(n)
-        values = _memory(data, dtype, n)
-        values += np.repeat(_memory(offsets, dtype, _tiles(n)), TILE)[:n]
-    return body
-
-
 def _digits(keys, n, shift):
     return ((_memory(keys, np.uint64, int(n)) >> np.uint64(int(shift))) & np.uint64(RADIX - 1)).astype(np.int64)
 
@@ -175,8 +154,6 @@ def _gather_u64(source, perm, out, n):
 
 
 TWINS = {
-    "scan_tiles_u32": _scan_tiles(np.uint32), "scan_tiles_u64": _scan_tiles(np.uint64),
-    "scan_add_u32": _scan_add(np.uint32), "scan_add_u64": _scan_add(np.uint64),
     "radix_histogram": _radix_histogram, "radix_scatter_keys": _radix_scatter_keys,
     "radix_scatter_pairs": _radix_scatter_pairs,
     "iota_u32": lambda out, n: _memory(out, np.uint32, int(n)).__setitem__(slice(None), np.arange(int(n))),
@@ -229,6 +206,10 @@ class HostDevice:
     def launch(self, kernel, n, *args):
         if n:
             kernel.run(n, args)
+
+    @staticmethod
+    def exclusive_scan(data, n, wide=False):
+        host.exclusive_scan(data, n, wide)  # scan.cu's contract (tile scans need a GPU: tested there)
 
     @staticmethod
     def _pointer(value):
