@@ -71,6 +71,25 @@ POSITION_FIELDS = ("row", "contig", "start", "end", "edits")  # Mappings' fields
 FOUND_DTYPES = (np.int32, np.int32, np.uint32, np.uint32, np.uint8, np.bool_)
 
 
+class RecordBuffer:
+    """Room for m mapping records on a device `layer`: one allocation holding the FOUND_DTYPES columns one
+    after the other (each from an 8-byte boundary), so that they come back in one copy (`fetch`, through the
+    layer's pinned buffers when large) and not one per column, each of which waited for the device."""
+
+    def __init__(self, layer, m):
+        sizes = [-(-np.dtype(dtype).itemsize * m // 8) * 8 for dtype in FOUND_DTYPES]
+        self.layer, self.m, self.at = layer, m, np.cumsum([0] + sizes)
+        self.buffer = layer.scratch(int(self.at[-1]))
+        self.columns = [layer.shifted(self.buffer, -int(at)) for at in self.at[:-1]]  # kernel arguments
+
+    def fetch(self):
+        """The records as host arrays in FOUND_DTYPES (views of one copy)."""
+        raw = np.empty(int(self.at[-1]), dtype=np.uint8)
+        if len(raw):
+            self.layer.copy_out(raw, self.buffer)
+        return [raw[at:at + np.dtype(dtype).itemsize * self.m].view(dtype) for at, dtype in zip(self.at, FOUND_DTYPES)]
+
+
 def verify(rows, cands, reference, budget=1 << 25):
     """Every window's cover (the module docstring) by the numpy Myers of mapper/myers.py: windows in
     chunks of at most `budget` reference bases, so memory is bounded whatever the batch holds."""
@@ -152,22 +171,23 @@ def wide_records(layer, genome, codes, windows, width, e, longest, labels=(0, 0,
     (the windows' rooms); `longest`: the longest read. The caller bounds the columns (the rows' memory)."""
     n = len(width)
     room = width // (e + 1) + 1  # ends a cover can take (see verify_wide)
-    row_offset, cover_offset = np.cumsum(width) - width, layer.scratch_copy(_i64(np.cumsum(room) - room))
+    offsets = layer.scratch_copy(_i64(np.r_[np.cumsum(width) - width, np.cumsum(room) - room]))  # one copy
+    row_offset, cover_offset = offsets, layer.shifted(offsets, -8 * n)
     slots = int(room.sum())
     best, n_ends = layer.scratch(4 * n), layer.scratch(4 * n)
     ends, starts, edits = (layer.scratch(4 * slots) for _ in range(3))
     defines = kernel_defines(longest)
     layer.launch(layer.function("myers.cu", "verify_wide", **defines), n, genome, codes, *windows[:5], n, windows[5],
-                 layer.scratch(int(width.sum())), layer.scratch_copy(_i64(row_offset)), cover_offset, best, n_ends,
+                 layer.scratch(int(width.sum())), row_offset, cover_offset, best, n_ends,
                  ends, starts, edits, **launch)
     count = layer.from_device(n_ends, (n,), np.int32).astype(np.int64)
     m = int(count.sum())
-    records = [layer.scratch(np.dtype(dtype).itemsize * m) for dtype in FOUND_DTYPES]
+    records = RecordBuffer(layer, m)
     if m:
         layer.launch(layer.function("myers.cu", "cover_records", **defines), n, n_ends, cover_offset,
                      layer.scratch_copy(_i64(np.cumsum(count) - count)), n, ends, starts, edits, windows[3], *labels,
-                     *records, **launch)
-    return [layer.from_device(buf, (m,), dtype) for buf, dtype in zip(records, FOUND_DTYPES)]
+                     *records.columns, **launch)
+    return records.fetch()
 
 
 def _i32(a):

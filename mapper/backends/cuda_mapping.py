@@ -28,7 +28,7 @@ from mapper.errors import UsageError
 from mapper.filters import windows
 from mapper.filters._gpu import faithful_defines, improved_defines
 from mapper.seeding import Candidates, RowGroup, SeedStats, ragged_arange, read_groups
-from mapper.verify import FOUND_DTYPES, MAX_ENDS, Mappings, column_chunks, kernel_defines, verify as host_verify, \
+from mapper.verify import MAX_ENDS, Mappings, RecordBuffer, column_chunks, kernel_defines, verify as host_verify, \
     wide_records
 
 COLUMNS = (np.int32, np.int32, np.int64, np.int64)  # device candidates: row, contig, lo, hi
@@ -453,7 +453,8 @@ class CudaBackend(Backend):
                                         read_start=cuda.scratch(8 * room), read_len=cuda.scratch(4 * room),
                                         max_e=cuda.scratch(4 * room), start=cuda.scratch(8 * room),
                                         width=cuda.scratch(4 * room), settled=cuda.scratch(4 * room))
-        count = cuda.scratch_copy(np.zeros(1, dtype=np.uint64))
+        count = cuda.scratch(8)
+        cuda.memset(count, 0, 8)
         cuda.launch(gather("candidate_stretches"), n, row, contig, lo, hi, n, dev.start, dev.length, dev.e,
                     contig_starts, contig_ends, int(ordered), count, stretch.row, stretch.contig, stretch.read_start,
                     stretch.read_len, stretch.max_e, stretch.start, stretch.width, stretch.settled)
@@ -463,16 +464,17 @@ class CudaBackend(Backend):
                                                            int(rows.length.max()), room)
         # verified stretches -> mapping records on the device (gather.cu found_mappings): count, then write
         found = gather("found_mappings")
-        counts = cuda.scratch_copy(np.zeros(2, dtype=np.uint64))
+        counts = cuda.scratch(16)
+        cuda.memset(counts, 0, 16)
         common = (best, n_ends, ends, starts, edits, n, MAX_ENDS, stretch.row, stretch.contig, stretch.start,
                   stretch.settled, counts)
         cuda.launch(found, n, *common, *(0,) * 7)
         n_maps, n_over = (int(c) for c in cuda.from_device(counts, (2,), np.uint64))
-        out = [cuda.scratch(np.dtype(dtype).itemsize * n_maps) for dtype in FOUND_DTYPES]
+        out = RecordBuffer(cuda, n_maps)
         over = cuda.scratch(8 * n_over)
         cuda.memset(counts, 0, 16)
-        cuda.launch(found, n, *common, *out, over)
-        maps = Mappings(*(cuda.from_device(buf, (n_maps,), dtype) for buf, dtype in zip(out, FOUND_DTYPES)))
+        cuda.launch(found, n, *common, *out.columns, over)
+        maps = Mappings(*out.fetch())
         if not n_over:
             return [maps]
         columns = WIDE_COLUMNS if self._work is None else min(WIDE_COLUMNS, self._work // 4 // WIDE_COLUMN_BYTES)

@@ -12,7 +12,7 @@ from mapper.index import load_index
 from mapper.pipeline import per_read_e
 from mapper.reads import read_batches
 from mapper.seeding import seed, strand_rows
-from mapper.verify import select_loci, verify
+from mapper.verify import FOUND_DTYPES, select_loci, verify
 from repeats import tandem_genome
 
 
@@ -287,7 +287,7 @@ def test_windows_with_many_optimal_ends(backend, tmp_path, monkeypatch):
     parts = backend.verify_parts(rows, cands, index.reference)
     assert len(parts) == 2 and all(
         tuple(getattr(p, f).dtype for f in ("row", "contig", "start", "end", "edits", "settled"))
-        == cuda_mapping.FOUND_DTYPES for p in parts)
+        == FOUND_DTYPES for p in parts)
 
 
 @pytest.mark.parametrize("by_row", [False, True], ids=["per-hit", "per-row"])
@@ -421,7 +421,7 @@ def test_found_mappings_leave_out_ends_a_neighbour_beats(device_layer):
     full tie): of every set of equal ends the one locus selection keeps (fewest edits, then leftmost start)
     stays. Random windows with shared ends against a brute-force count and record set; each record carries
     its window's `settled`."""
-    from mapper.backends.cuda_mapping import FOUND_DTYPES, MAX_ENDS
+    from mapper.backends.cuda_mapping import MAX_ENDS
     assert MAX_ENDS <= 32  # the kernel marks a window's kept ends in a 32-bit mask
     rng = np.random.default_rng(3)
     cuda = device_layer
