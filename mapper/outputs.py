@@ -27,6 +27,7 @@ import threading
 from mapper.errors import InputError, UsageError
 
 _HOST = socket.gethostname()
+COPY_CHUNK = 1 << 22  # bytes a copy through user space moves at a time (emit)
 
 
 def temp_prefix(prefix):
@@ -213,21 +214,26 @@ def check_outputs(outputs, inputs=(), folders=()):
 
 def emit(handle, text):
     """Write a text to an open text file: a str, or a file's worth (render.SpilledText: .path and .size),
-    which the kernel copies (os.sendfile) and which is released after (.release(): removed, or kept for
-    the render processes to write over)."""
+    which is released after (.release(): removed, or kept for the render processes to write over). Into a
+    regular file the kernel copies it (os.sendfile); into anything else (a pipe: `| samtools sort`) it goes
+    through user space, since sendfile lends a pipe the file's pages rather than copying them, and a render
+    process writing its next text over the recycled file would change the bytes still waiting there."""
     if isinstance(text, str):
         handle.write(text)
         return
     handle.flush()
     with open(text.path, "rb") as source:
-        try:
+        if stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
             sent = 0
-            while sent < text.size:
-                sent += os.sendfile(handle.fileno(), source.fileno(), sent, text.size - sent)
-        except OSError:  # an output sendfile cannot write to (rare): copy through user space
-            source.seek(sent)
-            handle.buffer.write(source.read())
-            handle.buffer.flush()
+            try:
+                while sent < text.size:
+                    sent += os.sendfile(handle.fileno(), source.fileno(), sent, text.size - sent)
+            except OSError:  # a file system sendfile cannot write to (rare): the rest through user space
+                source.seek(sent)
+                shutil.copyfileobj(source, handle.buffer, COPY_CHUNK)
+        else:
+            shutil.copyfileobj(source, handle.buffer, COPY_CHUNK)
+        handle.buffer.flush()
     text.release()
 
 

@@ -10,8 +10,8 @@ Workers are spawned (not forked: the main process may hold a CUDA context and th
 reference through one memory-mapped temporary file, so N workers share one copy of the genome; each job
 names that file, so processes started before the index was open (`HostWorkers.spawn`) serve it too. A batch
 reaches them as one file and their SAM text comes back as files (in /dev/shm when it has room), which the
-main process copies to the output in the kernel (os.sendfile): the main process never pickles reads or
-SAM text. As with
+main process copies to the output (in the kernel, os.sendfile, when the output is a file; outputs.emit):
+the main process never pickles reads or SAM text. As with
 any spawned process, a script calling `mapper.map_reads` must guard its entry point with
 `if __name__ == "__main__":`.
 
@@ -193,7 +193,7 @@ def _slice(batch, e, maps, a, b, numbering=None):
 # -- worker processes: jobs and results travel as files, not through pipes ---------------------------------
 # A batch's inputs (reads, e, mappings) are written once by the main process into one file, which every
 # slice job maps read-only; each job writes its SAM text to a file of its own, which the main process copies
-# to the output with os.sendfile. Pickling them instead (about 1 KB of reads and SAM per read) made the main
+# to the output (outputs.emit). Pickling them instead (about 1 KB of reads and SAM per read) made the main
 # process, which also drives the GPU, spend most of its time in pipe reads and writes under the GIL.
 
 

@@ -4,7 +4,7 @@ import io
 
 import pytest
 
-from mapper.outputs import BackgroundWriter, atomic_output
+from mapper.outputs import BackgroundWriter, atomic_output, emit
 from mapper.render import SpilledText
 
 
@@ -43,3 +43,25 @@ def test_closing_a_failed_run_does_not_hide_its_error():
     writer = BackgroundWriter(Broken())
     writer.put("x\n")
     writer.close(raise_error=False)
+
+
+def test_a_recycled_file_written_over_leaves_a_pipe_unchanged(tmp_path):
+    """A spilled text emitted into a pipe is what the pipe's reader gets even when the file is recycled and
+    written over before the reader comes (render processes reuse spare files). sendfile into a pipe lends
+    it the file's pages instead of copying them, so a later write into the file would change the bytes
+    still waiting in the pipe: the text goes into pipes through user space."""
+    import os
+    spare = tmp_path / "spare"
+    spare.mkdir()
+    first = "A" * 40_000
+    path = tmp_path / "0.part"
+    path.write_text(first)
+    read_end, write_end = os.pipe()  # 64 KiB of room: the text fits, unread
+    with os.fdopen(write_end, "w") as handle:
+        emit(handle, SpilledText(str(path), len(first), recycle=str(spare)))
+        recycled = spare / "0.part"
+        assert recycled.exists() and not path.exists()
+        with open(recycled, "r+b") as f:  # a render process's next text, over the spare's pages
+            f.write(b"B" * len(first))
+    with os.fdopen(read_end) as reader:
+        assert reader.read() == first
