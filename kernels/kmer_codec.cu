@@ -11,15 +11,8 @@
  *
  * JIT constants (-D): BLOCK threads per block.
  */
-/* No #include (its own typedefs below): written when PyCUDA's compile cache preprocessed a source with
- * includes on every load; gkmap's cubin cache (mapper/backends/cuda.py) no longer does, so this is history. */
-typedef unsigned char u8;
-typedef unsigned int u32;
-typedef unsigned long long u64;
+#include "tiles.cuh"
 
-#ifndef BLOCK
-#define BLOCK 256
-#endif
 #define S8B_BLOCK 60
 
 #ifndef __CUDACC__  /* compiled as host C++ by tests/host_cuda.py: what nvcc would provide */

@@ -10,11 +10,7 @@
  * Keys: a k-mer is C = ceil(k/32) uint64 channels; channel c holds bases 32c .. min(32c+32, k) - 1, first
  * base most significant, right-aligned; channel-major output (channel c of key i at keys[c * stride + i]).
  */
-/* No #include (its own typedefs below): written when PyCUDA's compile cache preprocessed a source with
- * includes on every load; gkmap's cubin cache (mapper/backends/cuda.py) no longer does, so this is history. */
-typedef unsigned char u8;
-typedef unsigned int u32;
-typedef unsigned long long u64;
+#include "tiles.cuh"
 
 #ifndef CODE_A  /* the 2-bit code comes as -D from mapper/alphabet.py (kernels/common.cuh); for `make ptx` */
 #define CODE_A 0
@@ -24,9 +20,6 @@ typedef unsigned long long u64;
 #define CODE_N 4
 #endif
 
-#ifndef BLOCK
-#define BLOCK 256
-#endif
 #ifndef CODE_SKIP
 #define CODE_SKIP 5
 #endif

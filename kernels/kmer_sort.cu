@@ -10,19 +10,8 @@
  * JIT constants (-D): BLOCK threads per block (a multiple of 32; every launch of this file uses it),
  * ITEMS items per thread of a tile, TILE = BLOCK * ITEMS.
  */
-/* No #include (its own typedefs below): written when PyCUDA's compile cache preprocessed a source with
- * includes on every load; gkmap's cubin cache (mapper/backends/cuda.py) no longer does, so this is history. */
-typedef unsigned char u8;
-typedef unsigned int u32;
-typedef unsigned long long u64;
+#include "tiles.cuh"
 
-#ifndef BLOCK
-#define BLOCK 256
-#endif
-#ifndef ITEMS
-#define ITEMS 8
-#endif
-#define TILE (BLOCK * ITEMS)
 #define WARPS (BLOCK / 32)
 #define RADIX_BITS 8
 #define RADIX (1 << RADIX_BITS)

@@ -7,16 +7,7 @@
  * JIT constants (-D): BLOCK threads per block (a multiple of 32), ITEMS items per thread of a tile,
  * TILE = BLOCK * ITEMS.
  */
-typedef unsigned int u32;
-typedef unsigned long long u64;
-
-#ifndef BLOCK
-#define BLOCK 256
-#endif
-#ifndef ITEMS
-#define ITEMS 8
-#endif
-#define TILE (BLOCK * ITEMS)
+#include "tiles.cuh"
 
 /* Exclusive prefix sum, in place, of n items (the host recurses on the tile totals):
  *   scan_tiles  one block per tile of TILE items: the tile is loaded into shared memory (coalesced), each
