@@ -229,12 +229,22 @@ def emit(handle, text):
                 while sent < text.size:
                     sent += os.sendfile(handle.fileno(), source.fileno(), sent, text.size - sent)
             except OSError:  # a file system sendfile cannot write to (rare): the rest through user space
-                source.seek(sent)
-                shutil.copyfileobj(source, handle.buffer, COPY_CHUNK)
+                _copy(source, handle.buffer, sent, text.size)
         else:
-            shutil.copyfileobj(source, handle.buffer, COPY_CHUNK)
+            _copy(source, handle.buffer, 0, text.size)
         handle.buffer.flush()
     text.release()
+
+
+def _copy(source, out, begin, end):
+    """Bytes [begin, end) of an open file into a binary stream, COPY_CHUNK at a time."""
+    source.seek(begin)
+    while begin < end:
+        chunk = source.read(min(COPY_CHUNK, end - begin))
+        if not chunk:
+            raise OSError(f"{source.name} ended {end - begin} bytes early")
+        out.write(chunk)
+        begin += len(chunk)
 
 
 class BackgroundWriter:

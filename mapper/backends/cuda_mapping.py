@@ -510,8 +510,8 @@ class DeviceCandidates:
     hi int64), each the bands of one or more consecutive seeding launches (_Parts), in row order.
     `ordered`: as seed() left them, each row's bands consecutive, by contig and position, so that the
     verifier may join them into stretches (gather.cu candidate_stretches); a filter's survivors keep it
-    (their compaction is stable), an upload of host candidates does not claim it. A host stage reading .row/.contig/.lo/.hi (or any other Candidates
-    attribute) gets the host copy, fetched once."""
+    (their compaction is stable), an upload of host candidates does not claim it. A host stage reading
+    .row/.contig/.lo/.hi (or any other Candidates attribute) gets the host copy, fetched once."""
 
     def __init__(self, parts, ordered=False):
         self.parts, self.ordered = parts, ordered
