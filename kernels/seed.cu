@@ -12,10 +12,11 @@
  *                  below e+1 and its bucket is not empty (an N k-mer counts as size 0); row_seeds = how many
  *                  were chosen; kmer_size then = the chosen list's size in the index part, row_hits = their
  *                  total, kmer_hit = the k-mer's first hit in the row.
- * seed_place       one thread per hit slot: its k-mer, the hit's slot in the row's (contig, diagonal) order by
- *                  searches in the row's other chosen buckets, each lane its own (no merge; see the
- *                  function), a duplicate flag, and for distinct diagonals the adjacency filter (the
- *                  chosen k-mers answered by those searches, the others looked up in the reference codes).
+ * seed_place       one thread per PLACE_CHUNK hit slots: each hit's k-mer, its slot in the row's (contig,
+ *                  diagonal) order by look-ups in the row's other chosen buckets (a search, then galloping on
+ *                  from the answer before; no merge, see the function), a duplicate flag, and for distinct
+ *                  diagonals the adjacency filter (the chosen k-mers answered by those look-ups, the others
+ *                  looked up in the reference codes).
  * seed_place_rows  the same result one thread per row, by merging the row's chosen lists (the host
  *                  layer's choice: few threads, big caches; see the function).
  * seed_segments    per block of a row's slots, LANES threads a block: where the row can be cut into
@@ -43,8 +44,9 @@
  *                 only [genome_lo, genome_hi) (its pointer shifted so that global positions index it)
  * Per k-mer (at kfirst[row] + j): kmer_key uint32, kmer_size int64, kmer_flags uint8 (1 = has N, 2 = chosen),
  *      kmer_row int32, kmer_hit int64
- * JIT constants (-D): WS, OFFSET_T, SEED_LANES (threads launched per block of seed_segments, seed_bands
- *      and seed_compact, and for seed_scan: must be LANES).
+ * JIT constants (-D): WS, OFFSET_T, PLACE_CHUNK (hit slots a thread of seed_place takes), SEED_LANES
+ *      (threads launched per block of seed_segments, seed_bands and seed_compact, and for seed_scan: must be
+ *      LANES).
  */
 #include "common.cuh"
 
@@ -56,6 +58,9 @@
 #endif
 #ifndef OFFSET_T
 #define OFFSET_T unsigned int
+#endif
+#ifndef PLACE_CHUNK
+#define PLACE_CHUNK 4 /* consecutive hit slots a thread of seed_place takes */
 #endif
 
 #if defined(SEED_LANES) && SEED_LANES != LANES
@@ -222,141 +227,6 @@ __device__ __forceinline__ long long kmer_slot(const int *kmer_row, const long l
     return slot[kmer_row[kk] - row_begin] + kmer_hit[kk];
 }
 
-/* Every hit of a row's chosen buckets goes straight to its place in the row's sorted diagonal list, one
- * thread per hit slot of the launch (hit i of k-mer j0: slot[row] + kmer_hit[k-mer] + i).
- *
- * The row's order is (contig, diagonal), ties to the lower k-mer. Hit i of chosen list j0 (position p,
- * contig c, diagonal d = p - j0*WS) has rank i + (hits of each other chosen list j ordered before it). Those
- * are a prefix of list j: (contig(q), q - j*WS) < (c, d) exactly when q < T with
- * T = clamp(d + j*WS, start of contig c, start of contig c+1), since contig(q) grows with q; for the lower
- * lists (j < j0), equal keys come first too (bound T' from d + j*WS + 1), and a hit with an equal key in
- * a lower list is a duplicate. So one look-up per chosen list places a hit: no merge, no sort.
- *
- * Each lane searches each list on its own, a branchless binary search (lower_bound). The kernel is bound by
- * instructions, not by the searches' loads (ncu on the 3.1 Gbp human proxy: SM throughput 85 %, DRAM 8 %,
- * L1 hit rate 89 %, 16 of 32 lanes active), so lanes that share work cost more than they save: letting the
- * first and last lanes of a run of one k-mer search the whole list and the others between their answers
- * took 2.39 GPU-s for 500,000 of the proxy's reads, a search per lane 2.01 s (and searches of 17 ways by
- * half-warps, fewer dependent loads, 2.49 s).
- *
- * Each distinct hit then runs the adjacency filter: at most e of the row's k-mers missing from
- * [d + j*WS - e, d + j*WS + e]; N k-mers are missing. The chosen lists answer from their look-up: every
- * hit of list j before the answer lies below T and every hit from it on at or above T, so positions[ans-1]
- * and positions[ans] decide (when [T - e, T + e] lies inside the diagonal's contig; else, and for the
- * k-mers not chosen, kmer_near reads the reference codes). The decision does not depend on the order in
- * which the k-mers are asked, only when it is known (the count stops once more than e are missing or
- * k - e are present), so the free answers come first. Every slot of the row is written:
- * diag_contig, diag_value and diag_flags (0: duplicate; bit 0: distinct; bit 1: kept by the filter;
- * FLAG_MARGIN: a hit outside [core_lo, core_hi), see below).
- *
- * Index parts (mapper/backends/index_parts.py): when the index is cut into parts of whole contigs, the
- * lists hold the part's positions plus a margin in the neighbouring contigs, which the adjacency filter of
- * a diagonal near a contig end may need. Margin hits are placed like the others (the order is over the
- * whole lists) but never become diagonals; an equal key in the core cannot exist (another contig). With
- * one part, [core_lo, core_hi) covers the genome.
- *
- * Lanes (common.cuh): every lane of a warp reaches the k-mer search's ballots, so lanes past the launch's last
- * hit take the last hit and write nothing. On the host a warp is one lane. */
-extern "C" __global__ void seed_place(
-    const unsigned int *__restrict__ kmer_key, const uint8_t *__restrict__ kmer_flags,
-    const int *__restrict__ kmer_row, const long long *__restrict__ kmer_hit,
-    const int *__restrict__ nk, const long long *__restrict__ kfirst, const int *__restrict__ row_e,
-    const long long *__restrict__ slot, const int row_begin, const long long k_begin, const long long n_kmers,
-    const long long n_hits,
-    const OFFSET_T *__restrict__ list_offsets, const unsigned int *__restrict__ positions,
-    const long long core_lo, const long long core_hi,
-    const long long *__restrict__ contig_starts, const long long *__restrict__ contig_ends, const int n_contigs,
-    const uint8_t *__restrict__ genome, const long long genome_lo, const long long genome_hi,
-    int *__restrict__ diag_contig, long long *__restrict__ diag_value, uint8_t *__restrict__ diag_flags)
-{
-    const long long thread = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    const int lane = (int)(thread % LANES);
-    if (thread - lane >= n_hits)
-        return; /* the whole warp */
-    const int live = thread < n_hits;
-    const long long h = live ? thread : n_hits - 1;
-    /* the hit's k-mer: the last whose first slot is <= h (a k-mer without hits shares its slot with the
-     * next, so the last is the one holding h). The warp finds the k-mer of its first hit (h0) by a search
-     * of LANES + 1 ways: each round every lane probes one of LANES evenly spaced k-mers of the range left,
-     * and a ballot keeps the part from the last probe at or below h0 to the first above it, so two or three
-     * rounds of dependent loads cover a launch's thousands of k-mers, where a binary search by one lane
-     * took a dozen (one lane, on the host: a binary search). Each lane then steps on over the few k-mers
-     * the warp's slots span. */
-    const long long h0 = thread - lane;
-    const unsigned int all_lanes = 0xffffffffu >> (32 - LANES);
-    long long g = 0, g_end = n_kmers; /* kmer_slot(g) <= h0 < kmer_slot(g_end); g_end = n_kmers: the end */
-    while (g_end - g > 1) {
-        /* in [g, g_end), non-decreasing by lane */
-        const long long probe = g + (g_end - g) * (lane + 1) / (LANES + 1);
-        const unsigned int at_or_below =
-            lanes_ballot(kmer_slot(kmer_row, kmer_hit, slot, row_begin, k_begin, probe) <= h0);
-        const int yes = last_lane(at_or_below), no = first_lane(~at_or_below & all_lanes);
-        const long long g_yes = lanes_shfl(probe, yes < 0 ? 0 : yes), g_no = lanes_shfl(probe, no < 0 ? 0 : no);
-        g = yes < 0 ? g : g_yes;
-        g_end = no < 0 ? g_end : g_no;
-    }
-    while (g + 1 < n_kmers && kmer_slot(kmer_row, kmer_hit, slot, row_begin, k_begin, g + 1) <= h)
-        ++g;
-    const long long kk = k_begin + g;
-    const int r = kmer_row[kk];
-    const long long first = kfirst[r], base = slot[r - row_begin];
-    const int k = nk[r], e = row_e[r], j0 = (int)(kk - first);
-    const long long i = h - base - kmer_hit[kk];
-    const long long p = positions[list_offsets[kmer_key[kk]] + i];
-    const int c = contig_of(contig_starts, n_contigs, p);
-    const long long d = p - (long long)j0 * WS;
-    const long long c_lo = contig_starts[c];
-    const long long c_hi = c + 1 < n_contigs ? contig_starts[c + 1] : 0x7fffffffffffffffLL;
-    long long rank = i;
-    int dup = 0, present = 1, missing = 0; /* this hit's own k-mer is present */
-    for (int j = 0; j < k; ++j) {
-        const uint8_t f = kmer_flags[first + j];
-        missing += (f & FLAG_N) != 0;
-        if (j == j0 || !(f & FLAG_CHOSEN))
-            continue;
-        const unsigned int key = kmer_key[first + j];
-        const long long a = list_offsets[key], b = list_offsets[key + 1];
-        const long long target = d + (long long)j * WS;
-        const long long at = lower_bound(positions, a, b, clamp_to(target, c_lo, c_hi));
-        rank += at - a;
-        if (j < j0 && at < b && (long long)positions[at] < clamp_to(target + 1, c_lo, c_hi)) {
-            ++rank;
-            dup = 1;
-        }
-        if (target - e >= c_lo && target + e < c_hi) {
-            const int found = (at > a && (long long)positions[at - 1] >= target - e)
-                              || (at < b && (long long)positions[at] <= target + e);
-            present += found;
-            missing += !found;
-        }
-    }
-    if (!live)
-        return;
-    const long long out = base + rank;
-    diag_contig[out] = c;
-    diag_value[out] = d;
-    if (p < core_lo || p >= core_hi) {
-        diag_flags[out] = FLAG_MARGIN;
-        return;
-    }
-    if (dup) {
-        diag_flags[out] = 0;
-        return;
-    }
-    /* the k-mers the look-ups did not answer, while the decision is open */
-    for (int j = 0; j < k && missing <= e && present < k - e; ++j) {
-        const uint8_t f = kmer_flags[first + j];
-        const long long target = d + (long long)j * WS;
-        if (j == j0 || (f & FLAG_N) || ((f & FLAG_CHOSEN) && target - e >= c_lo && target + e < c_hi))
-            continue;
-        const int found = kmer_near(genome, genome_lo, genome_hi, contig_starts, contig_ends, n_contigs,
-                                    kmer_key[first + j], target - e, target + e);
-        present += found;
-        missing += !found;
-    }
-    diag_flags[out] = 1 | ((missing <= e) << 1);
-}
-
 /* Where `lo` would go in the sorted positions[a, b) (lower_bound), searched outward from `from` by doubling
  * steps: costs the log of the distance moved, not of the bucket, when successive look-ups lie close. */
 __device__ __forceinline__ long long gallop_lower(const unsigned int *positions, long long a, long long b,
@@ -383,6 +253,153 @@ __device__ __forceinline__ long long gallop_lower(const unsigned int *positions,
 
 #define ROW_CHOSEN 32   /* chosen lists of a row: at most e + 1 <= MAX_E + 1 */
 #define ROW_CURSORS 64  /* k-mers of a row whose adjacency look-ups keep a cursor; later ones search */
+
+/* Every hit of a row's chosen buckets goes straight to its place in the row's sorted diagonal list, a
+ * thread per PLACE_CHUNK consecutive hit slots of the launch (hit i of k-mer j0: slot[row] +
+ * kmer_hit[k-mer] + i).
+ *
+ * The row's order is (contig, diagonal), ties to the lower k-mer. Hit i of chosen list j0 (position p,
+ * contig c, diagonal d = p - j0*WS) has rank i + (hits of each other chosen list j ordered before it). Those
+ * are a prefix of list j: (contig(q), q - j*WS) < (c, d) exactly when q < T with
+ * T = clamp(d + j*WS, start of contig c, start of contig c+1), since contig(q) grows with q; for the lower
+ * lists (j < j0), equal keys come first too (bound T' from d + j*WS + 1), and a hit with an equal key in
+ * a lower list is a duplicate. So one look-up per chosen list places a hit: no merge, no sort.
+ *
+ * The look-ups: T grows with i (p grows, and across a contig's end T stays at or below the next contig's
+ * start), so a thread's next hit of the same k-mer finds its answer in list j at or after the last one.
+ * The chunk's first hit of a k-mer searches the whole list (a branchless binary search, lower_bound); the
+ * others gallop on from the answer before (gallop_lower: the log of the distance moved, a load or two
+ * where the lists are of like size, instead of 12-17 dependent steps). The kernel is bound by instructions
+ * (ncu on the 3.1 Gbp human proxy: SM throughput 85 %, DRAM 8 %, L1 hit rate 89 %), so this is work
+ * saved, where letting a warp's lanes share one search cost more than it saved (2.39 against 2.01 GPU-s
+ * for 500,000 of the proxy's reads, a search per lane).
+ *
+ * Each distinct hit then runs the adjacency filter: at most e of the row's k-mers missing from
+ * [d + j*WS - e, d + j*WS + e]; N k-mers are missing. The chosen lists answer from their look-up: every
+ * hit of list j before the answer lies below T and every hit from it on at or above T, so positions[ans-1]
+ * and positions[ans] decide (when [T - e, T + e] lies inside the diagonal's contig; else, and for the
+ * k-mers not chosen, kmer_near reads the reference codes). The decision does not depend on the order in
+ * which the k-mers are asked, only when it is known (the count stops once more than e are missing or
+ * k - e are present), so the free answers come first. Every slot of the row is written:
+ * diag_contig, diag_value and diag_flags (0: duplicate; bit 0: distinct; bit 1: kept by the filter;
+ * FLAG_MARGIN: a hit outside [core_lo, core_hi), see below).
+ *
+ * Index parts (mapper/backends/index_parts.py): when the index is cut into parts of whole contigs, the
+ * lists hold the part's positions plus a margin in the neighbouring contigs, which the adjacency filter of
+ * a diagonal near a contig end may need. Margin hits are placed like the others (the order is over the
+ * whole lists) but never become diagonals; an equal key in the core cannot exist (another contig). With
+ * one part, [core_lo, core_hi) covers the genome.
+ *
+ * Lanes (common.cuh): every lane of a warp reaches the k-mer search's ballots, so a lane whose chunk starts
+ * past the launch's last hit leaves only after them. On the host a warp is one lane. */
+extern "C" __global__ void seed_place(
+    const unsigned int *__restrict__ kmer_key, const uint8_t *__restrict__ kmer_flags,
+    const int *__restrict__ kmer_row, const long long *__restrict__ kmer_hit,
+    const int *__restrict__ nk, const long long *__restrict__ kfirst, const int *__restrict__ row_e,
+    const long long *__restrict__ slot, const int row_begin, const long long k_begin, const long long n_kmers,
+    const long long n_hits,
+    const OFFSET_T *__restrict__ list_offsets, const unsigned int *__restrict__ positions,
+    const long long core_lo, const long long core_hi,
+    const long long *__restrict__ contig_starts, const long long *__restrict__ contig_ends, const int n_contigs,
+    const uint8_t *__restrict__ genome, const long long genome_lo, const long long genome_hi,
+    int *__restrict__ diag_contig, long long *__restrict__ diag_value, uint8_t *__restrict__ diag_flags)
+{
+    const long long thread = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const int lane = (int)(thread % LANES);
+    const long long h0 = (thread - lane) * PLACE_CHUNK; /* the warp's first slot */
+    if (h0 >= n_hits)
+        return; /* the whole warp */
+    /* the k-mer of slot h0: the last whose first slot is <= h0 (a k-mer without hits shares its slot with
+     * the next, so the last is the one holding h0). The warp finds it by a search of LANES + 1 ways: each
+     * round every lane probes one of LANES evenly spaced k-mers of the range left, and a ballot keeps the
+     * part from the last probe at or below h0 to the first above it, so two or three rounds of dependent
+     * loads cover a launch's thousands of k-mers, where a binary search by one lane took a dozen (one lane,
+     * on the host: a binary search). Each lane then steps on over the few k-mers its slots span. */
+    const unsigned int all_lanes = 0xffffffffu >> (32 - LANES);
+    long long g = 0, g_end = n_kmers; /* kmer_slot(g) <= h0 < kmer_slot(g_end); g_end = n_kmers: the end */
+    while (g_end - g > 1) {
+        /* in [g, g_end), non-decreasing by lane */
+        const long long probe = g + (g_end - g) * (lane + 1) / (LANES + 1);
+        const unsigned int at_or_below =
+            lanes_ballot(kmer_slot(kmer_row, kmer_hit, slot, row_begin, k_begin, probe) <= h0);
+        const int yes = last_lane(at_or_below), no = first_lane(~at_or_below & all_lanes);
+        const long long g_yes = lanes_shfl(probe, yes < 0 ? 0 : yes), g_no = lanes_shfl(probe, no < 0 ? 0 : no);
+        g = yes < 0 ? g : g_yes;
+        g_end = no < 0 ? g_end : g_no;
+    }
+    unsigned int cursor[ROW_CHOSEN]; /* the answer in each other chosen list (by rank among them), from the base */
+    long long kk = -1;               /* the k-mer of the hit before, whose answers the cursors hold */
+    int c = 0;
+    long long c_lo = 0, c_hi = 0;
+    const long long h_end = thread * PLACE_CHUNK + PLACE_CHUNK < n_hits ? thread * PLACE_CHUNK + PLACE_CHUNK : n_hits;
+    for (long long h = thread * PLACE_CHUNK; h < h_end; ++h) {
+        while (g + 1 < n_kmers && kmer_slot(kmer_row, kmer_hit, slot, row_begin, k_begin, g + 1) <= h)
+            ++g;
+        const int same = k_begin + g == kk;
+        kk = k_begin + g;
+        const int r = kmer_row[kk];
+        const long long first = kfirst[r], base = slot[r - row_begin];
+        const int k = nk[r], e = row_e[r], j0 = (int)(kk - first);
+        const long long i = h - base - kmer_hit[kk];
+        const long long p = positions[list_offsets[kmer_key[kk]] + i];
+        if (!same || p >= c_hi) { /* the hit before's contig holds p when p lies below its end */
+            c = contig_of(contig_starts, n_contigs, p);
+            c_lo = contig_starts[c];
+            c_hi = c + 1 < n_contigs ? contig_starts[c + 1] : 0x7fffffffffffffffLL;
+        }
+        const long long d = p - (long long)j0 * WS;
+        long long rank = i;
+        int dup = 0, present = 1, missing = 0, chosen = 0; /* this hit's own k-mer is present */
+        for (int j = 0; j < k; ++j) {
+            const uint8_t f = kmer_flags[first + j];
+            missing += (f & FLAG_N) != 0;
+            if (j == j0 || !(f & FLAG_CHOSEN))
+                continue;
+            const unsigned int key = kmer_key[first + j];
+            const long long a = list_offsets[key], b = list_offsets[key + 1];
+            const long long target = d + (long long)j * WS;
+            const long long bound = clamp_to(target, c_lo, c_hi);
+            const long long at = same ? gallop_lower(positions, a, b, a + cursor[chosen], bound)
+                                      : lower_bound(positions, a, b, bound);
+            cursor[chosen++] = (unsigned int)(at - a);
+            rank += at - a;
+            if (j < j0 && at < b && (long long)positions[at] < clamp_to(target + 1, c_lo, c_hi)) {
+                ++rank;
+                dup = 1;
+            }
+            if (target - e >= c_lo && target + e < c_hi) {
+                const int found = (at > a && (long long)positions[at - 1] >= target - e)
+                                  || (at < b && (long long)positions[at] <= target + e);
+                present += found;
+                missing += !found;
+            }
+        }
+        const long long out = base + rank;
+        diag_contig[out] = c;
+        diag_value[out] = d;
+        if (p < core_lo || p >= core_hi) {
+            diag_flags[out] = FLAG_MARGIN;
+            continue;
+        }
+        if (dup) {
+            diag_flags[out] = 0;
+            continue;
+        }
+        /* the k-mers the look-ups did not answer, while the decision is open */
+        for (int j = 0; j < k && missing <= e && present < k - e; ++j) {
+            const uint8_t f = kmer_flags[first + j];
+            const long long target = d + (long long)j * WS;
+            if (j == j0 || (f & FLAG_N) || ((f & FLAG_CHOSEN) && target - e >= c_lo && target + e < c_hi))
+                continue;
+            const int found = kmer_near(genome, genome_lo, genome_hi, contig_starts, contig_ends, n_contigs,
+                                        kmer_key[first + j], target - e, target + e);
+            present += found;
+            missing += !found;
+        }
+        diag_flags[out] = 1 | ((missing <= e) << 1);
+    }
+}
+
 
 /* A hit's place in seed_place_rows' merge as one integer: contig in the high bits, then the diagonal
  * q - j*WS biased to be >= 0 (q < 2^32, j*WS < 2^32), so (contig, diagonal) order is integer order and a

@@ -34,6 +34,7 @@ from mapper.verify import MAX_ENDS, Mappings, RecordBuffer, column_chunks, kerne
 COLUMNS = (np.int32, np.int32, np.int64, np.int64)  # device candidates: row, contig, lo, hi
 COLUMN_BYTES = 24  # a device candidate's bytes
 BAND_CAPACITY = 1 << 25  # hits (band slots) per seeding launch, and windows per verification part, at most
+PLACE_CHUNK = 4  # consecutive hit slots a thread of seed.cu seed_place places (the later ones gallop on)
 SEGMENT = 1024  # slots of a row in which seed_segments looks for one place to cut it for chaining
 ROW_BLOCK = 16  # rows a host thread takes at a time in seed_place_rows: a repeat read's row costs thousands of
                 # others', so the usual blocks of 256 rows left threads idle beside the block that held it
@@ -214,7 +215,7 @@ class CudaBackend(Backend):
     @staticmethod
     def _kernel(index):
         """name -> a seed.cu kernel compiled for this index."""
-        defines = dict(WS=index.ws, SEED_LANES=cuda.WARP,
+        defines = dict(WS=index.ws, SEED_LANES=cuda.WARP, PLACE_CHUNK=PLACE_CHUNK,
                        OFFSET_T="unsigned int" if index.offsets.dtype == np.uint32 else "unsigned long long")
         return lambda name: cuda.function("seed.cu", name, **defines)
 
@@ -296,9 +297,9 @@ class CudaBackend(Backend):
             if cuda.SEED_BY_ROW:  # the host: merge each row's lists (seed.cu seed_place_rows), ROW_BLOCK rows
                 cuda.launch(kernel("seed_place_rows"), end - begin, key, flags, d_nk, d_kfirst, dev.e, d_slot,
                             *rows_args, *lists, n_contigs, *placed, block=ROW_BLOCK)
-            else:  # the GPU: one thread per hit, placed by a search in each other chosen list
+            else:  # the GPU: a thread per PLACE_CHUNK hits, placed by look-ups in each other chosen list
                 k_begin, k_end = int(kfirst[begin]), int(kfirst[end - 1] + nk[end - 1])
-                cuda.launch(kernel("seed_place"), capacity, key, flags, kmer_row, kmer_hit, d_nk, d_kfirst, dev.e,
+                cuda.launch(kernel("seed_place"), -(-capacity // PLACE_CHUNK), key, flags, kmer_row, kmer_hit, d_nk, d_kfirst, dev.e,
                             d_slot, begin, k_begin, k_end - k_begin, capacity, *lists, contig_ends, n_contigs, genome,
                             *held, *placed)
             # chained in segments (seed_segments: a cut per block of SEGMENT slots, or none), a warp a block
