@@ -26,19 +26,17 @@ extern "C" __global__ void gather_ascii(const uint8_t *__restrict__ codes, const
 /* keep_candidates: the candidates a filter kept, compacted in their order (a stable compaction: the seeded order
  * of each row's windows survives, which candidate_stretches needs to join them). `at` is the exclusive scan of
  * the filter's n + 1 keep flags (gatekeeper.cu gatekeeper_candidates), so candidate i is kept when
- * at[i + 1] > at[i], and goes to slot at[i]; thread 0 writes the count, at[n].
+ * at[i + 1] > at[i], and goes to slot at[i]; the host reads the count, at[n], first and sizes the output by it.
  * In : cand_row/cand_contig int32, cand_lo/cand_hi int64 [n]; at uint32 [n + 1]
- * Out: kept uint64 [1]; out_row/out_contig int32, out_lo/out_hi int64 [at[n]] */
+ * Out: out_row/out_contig int32, out_lo/out_hi int64 [at[n]] */
 extern "C" __global__ void keep_candidates(const int *__restrict__ cand_row, const int *__restrict__ cand_contig,
                                            const long long *__restrict__ cand_lo,
                                            const long long *__restrict__ cand_hi, const long long n,
-                                           const unsigned int *__restrict__ at, unsigned long long *__restrict__ kept,
-                                           int *__restrict__ out_row, int *__restrict__ out_contig,
-                                           long long *__restrict__ out_lo, long long *__restrict__ out_hi)
+                                           const unsigned int *__restrict__ at, int *__restrict__ out_row,
+                                           int *__restrict__ out_contig, long long *__restrict__ out_lo,
+                                           long long *__restrict__ out_hi)
 {
     const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i == 0)
-        *kept = at[n];
     if (i >= n || at[i + 1] == at[i])
         return;
     const unsigned int slot = at[i];
@@ -107,12 +105,13 @@ extern "C" __global__ void candidate_stretches(
     const Window own = WINDOW(i);
     if (ordered && i > 0 && cand_row[i - 1] == r && cand_contig[i - 1] == c && own.start <= WINDOW(i - 1).end + 3LL * e)
         return; /* inside the stretch of a window before it */
-    long long end = own.end, j = i + 1;
+    long long end = own.end, before = own.end, j = i + 1; /* before: window j - 1's end */
     for (Window next; ordered && j < n && cand_row[j] == r && cand_contig[j] == c; ++j) {
         next = WINDOW(j);
-        if (next.start > WINDOW(j - 1).end + 3LL * e)
+        if (next.start > before + 3LL * e)
             break;
         end = end > next.end ? end : next.end;
+        before = next.end;
     }
 #undef WINDOW
     const long long slot = ordered ? (long long)atomicAdd(count, 1ULL) : i;

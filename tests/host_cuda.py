@@ -5,7 +5,7 @@ same tests run against the real device (tests marked `gpu`)."""
 import numpy as np
 
 from mapper.device.host import (SHIM, Timer, copy_into, copy_out, exclusive_scan, fetch_later,  # noqa: F401
-                                  free_memory, from_device, function, launch, limit_pool, memset, shifted,
+                                  free_memory, from_device, function, item, launch, limit_pool, memset, shifted,
                                   to_device, upload)
 
 

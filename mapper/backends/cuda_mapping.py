@@ -373,13 +373,13 @@ class CudaBackend(Backend):
         _, _, contig_starts, contig_ends = self._resident_index_of_reference(reference)
         parts = []
         for n, *columns in _pieces(cands.parts, self._capacity()[1]):
-            at, kept = cuda.scratch(4 * (n + 1)), cuda.scratch(8)
-            out = [cuda.scratch(np.dtype(t).itemsize * n) for t in COLUMNS]
+            at = cuda.scratch(4 * (n + 1))
             cuda.launch(kernel, n, *columns, n, dev.codes, dev.start, genome, contig_starts, contig_ends, at)
             cuda.exclusive_scan(at, n + 1)
-            cuda.launch(cuda.function("gather.cu", "keep_candidates"), n, *columns, n, at, kept, *out)
-            count = int(cuda.from_device(kept, (1,), np.uint64)[0])
+            count = int(cuda.item(at, n, np.uint32))  # the survivors' buffers are sized by it (4-7 % of n)
             if count:
+                out = [cuda.scratch(np.dtype(t).itemsize * count) for t in COLUMNS]
+                cuda.launch(cuda.function("gather.cu", "keep_candidates"), n, *columns, n, at, *out)
                 parts.append((count, *out))
         survivors = DeviceCandidates(parts, ordered=cands.ordered)
         return survivors, len(cands) - len(survivors)

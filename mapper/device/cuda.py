@@ -322,6 +322,14 @@ def from_device(buffer, shape, dtype):
     return driver().from_device(buffer, shape, np.dtype(dtype))
 
 
+def item(buffer, index, dtype):
+    """Item `index` of a device array of `dtype`, copied alone (a count at the end of a scan, say); waits for
+    the launches queued before it."""
+    out = np.empty(1, np.dtype(dtype))
+    driver().memcpy_dtoh(out, int(buffer) + int(index) * out.itemsize)
+    return out[0]
+
+
 FETCH_BYTES = 64   # bytes a fetch_later may copy (a launch's few sums)
 FETCH_SLOTS = 64   # fetches that may be outstanding at once: a slot is reused FETCH_SLOTS fetches later
 

@@ -234,6 +234,11 @@ def from_device(buffer, shape, dtype):
     return buffer.view(np.dtype(dtype))[:count].reshape(shape).copy()
 
 
+def item(buffer, index, dtype):
+    """cuda.item's counterpart: item `index` of the buffer viewed as `dtype`."""
+    return buffer.view(np.dtype(dtype))[int(index)]
+
+
 class _Fetched(NamedTuple):
     value: np.ndarray
 
