@@ -422,7 +422,7 @@ __device__ __forceinline__ long long merge_key(const unsigned int *positions, lo
 
 /* seed_place's result (every slot's contig, diagonal and flags) computed one thread per row, for a
  * processor with few, fast threads and big caches: the host layer (the cpu backend) launches this instead
- * of seed_place, whose one thread per hit pays e searches to place each hit.
+ * of seed_place, whose threads pay e look-ups to place each hit.
  *
  * Each chosen list is already in the row's order (positions ascending: contig, then diagonal q - j*WS
  * ascending), so the row's order is their merge, ties to the lower k-mer: a hit's slot is its place in the

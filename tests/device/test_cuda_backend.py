@@ -40,7 +40,7 @@ def same(a, b):
 @pytest.mark.parametrize("by_row", [False, True], ids=["per-hit", "per-row"])
 def test_gpu_seeding_equals_numpy(backend, device_layer, monkeypatch, request, index_dir, genome, reads, e, capacity,
                                   by_row):
-    """Both placements of seed.cu (seed_place, a thread a hit, the GPU's; seed_place_rows, a thread a row, the
+    """Both placements of seed.cu (seed_place, a thread per 4 hits, the GPU's; seed_place_rows, a thread a row, the
     host's) on either layer; chunked: launches of at most 50 hits, and rows chained in segments cut every 3
     slots where they may be (seed_segments), so most rows are chained in many pieces."""
     monkeypatch.setattr(cuda_mapping, "BAND_CAPACITY", capacity)
