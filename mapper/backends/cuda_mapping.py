@@ -299,9 +299,9 @@ class CudaBackend(Backend):
                             *rows_args, *lists, n_contigs, *placed, block=ROW_BLOCK)
             else:  # the GPU: a thread per PLACE_CHUNK hits, placed by look-ups in each other chosen list
                 k_begin, k_end = int(kfirst[begin]), int(kfirst[end - 1] + nk[end - 1])
-                cuda.launch(kernel("seed_place"), -(-capacity // PLACE_CHUNK), key, flags, kmer_row, kmer_hit, d_nk, d_kfirst, dev.e,
-                            d_slot, begin, k_begin, k_end - k_begin, capacity, *lists, contig_ends, n_contigs, genome,
-                            *held, *placed)
+                cuda.launch(kernel("seed_place"), -(-capacity // PLACE_CHUNK), key, flags, kmer_row, kmer_hit, d_nk,
+                            d_kfirst, dev.e, d_slot, begin, k_begin, k_end - k_begin, capacity, *lists, contig_ends,
+                            n_contigs, genome, *held, *placed)
             # chained in segments (seed_segments: a cut per block of SEGMENT slots, or none), a warp a block
             # (common.cuh LANES); the bands' offsets and the launch's sums on the device
             seg_at, counts, dense = cuda.scratch(8 * n), cuda.scratch(16 * n), cuda.scratch(8 * n)
