@@ -4,10 +4,10 @@ be the cpu backend's bytes.
 
 The kernels of kernels/kmer_sort.cu and scan.cu need a GPU (shared memory, warp votes); here each is replaced
 by a numpy twin of its documented contract (the host layer's scan, digit-major radix counts, stable scatter,
-run heads...), so that what is checked is everything around them. The real kernels are checked against the cpu backend on a GPU
-(tests/kmers/test_kmers_gpu.py). "Device" memory is host memory here: a buffer's int() is its address, so the
-pointer arithmetic of gpu.py works unchanged and the compiled kernels (mapper/device/host.py builds them with
-g++) read and write it.
+run heads...), so that what is checked is everything around them. The real kernels are checked against the
+cpu backend on a GPU (tests/kmers/test_kmers_gpu.py). "Device" memory is host memory here: a buffer's int() is
+its address, so the pointer arithmetic of gpu.py works unchanged and the compiled kernels
+(mapper/device/host.py builds them with g++) read and write it.
 """
 import ctypes
 import gzip
