@@ -42,8 +42,12 @@ ptx:
 	  echo "all kernels compile to PTX"; \
 	else echo "nvcc not found: skipping the PTX check"; fi
 
+# The suite runs on every core (pytest-xdist; TEST_WORKERS=0 runs it in one process): its tests are independent
+# (temporary folders of their own, PID-named temporary files, a kernel cache written by rename), and
+# work-stealing evens out the few minute-long oracle tests.
+TEST_WORKERS ?= auto
 test: venv tools ptx
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist worksteal
 
 # Reproduce the GateKeeper-GPU paper's tables and figures (issue #6, docs/paper.md) into paper/.
 #   make paper                 every stage not yet cached, then paper/REPORT.md
