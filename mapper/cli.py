@@ -10,6 +10,7 @@ and a closed terminal send) end a run as Ctrl-C does, by raising `Interrupted` (
 main thread, so that every cleanup path (temporary outputs, render processes, temporary folders) runs.
 """
 import argparse
+import contextlib
 import importlib
 import logging
 import os
@@ -159,4 +160,20 @@ def main_cli():
     unused, in the main process and in each render process (chr20, 10,000 reads, one core: 92 ms of
     CPU time, 6 % of the run's samples)."""
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    sys.exit(main())
+    _leave(main())
+
+
+def _leave(code):
+    """End the process with `code`, skipping the interpreter's teardown. When `main` returns, every output is
+    committed (renamed into place), every render process and Dask cluster stopped and every temporary item
+    removed (tests/cli/test_safety.py checks a finished run); the teardown would only free what the kernel
+    frees at exit anyway (the CUDA context with the resident index, the device pool, every module's objects):
+    0.15-0.2 s of a 2.7 s run of 1,000,000 reads against chr20 on an H200. Only the two standard streams
+    may still hold text."""
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:  # the reader left (`| head`): as main() answers it
+        code = code or 1
+    with contextlib.suppress(OSError):
+        sys.stderr.flush()
+    os._exit(code)

@@ -12,6 +12,7 @@ session of its own, so that every process it starts can be found in /proc.
 import contextlib
 import fnmatch
 import gzip
+import itertools
 import os
 import random
 import shutil
@@ -384,6 +385,31 @@ def test_signal_ends_the_run_cleanly(data, tmp_path, threads, signum):
     assert semaphores or threads == 1
     assert _wait_until(lambda: not _semaphores_left(semaphores), 10), "semaphores left behind"
 
+
+
+def test_a_finished_run_leaves_nothing_behind(data, tmp_path):
+    """`python -m mapper` leaves without the interpreter's teardown (cli._leave): by the time `main` returns,
+    the output must be whole and in place, the render processes gone and the temporary items removed, none
+    of it left to exit handlers. 40,000 reads in 4 batches, so that render processes take part."""
+    (tmp_path / "out").mkdir()
+    with open(data / "many.fq") as reads, open(tmp_path / "some.fq", "w") as some:
+        some.writelines(itertools.islice(reads, 4 * 40_000))
+    process = _start_map(data, tmp_path / "out", 3, reads=tmp_path / "some.fq")
+    err = _ended(process)
+    assert process.returncode == 0, err
+    left = [pid for pid in _session(process.pid) if b"resource_tracker" not in _command_line(pid)]
+    assert left == [], "processes outlived the run"  # multiprocessing's tracker ends when its pipe closes
+    assert os.listdir(tmp_path / "out") == ["out.sam"]
+    assert _temporary_items(process.pid) == []
+    lines = (tmp_path / "out" / "out.sam").read_text().splitlines()
+    primary = [line for line in lines if not line.startswith("@") and not int(line.split("\t")[1]) & 0x900]
+    assert len(primary) == 40_000 and len(lines[-1].split("\t")) >= 11
+
+
+def _command_line(pid):
+    with contextlib.suppress(OSError):
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    return b""
 
 # the index loads in a thread while the backend starts (pipeline._open_index_and_backend): a child whose
 # load or backend start is made to hang, so that Ctrl-C comes while the main thread waits on it
