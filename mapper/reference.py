@@ -27,6 +27,7 @@ import hashlib
 import lzma
 import os
 import re
+import threading
 import zlib
 
 import numpy as np
@@ -114,16 +115,22 @@ def unpack_codes(seq2bit, n, nmask):
 class Reference:
     """The sequence and its contig table. Loaded from an index, the codes are unpacked from the 2-bit words on
     first use (`codes`), not at load: a client that only writes the SAM header (a Dask run's) or checks a
-    sample of positions (`bases`) never pays the ~1 s a Gbp of unpacking a human genome."""
+    sample of positions (`bases`) never pays the ~1 s a Gbp of unpacking a human genome. A GPU takes the
+    packed words and unpacks them itself (cuda_mapping._device_codes), then has the host's codes unpacked
+    behind the first batches (`unpack_behind`): `codes` waits for that unpacking rather than starting another."""
 
     def __init__(self, names, starts, lengths, codes=None, packed=None):
         self.names, self.starts, self.lengths = list(names), starts, lengths
-        self._codes, self._packed = codes, packed  # packed: (seq2bit, nmask) when codes is None
+        self._codes, self._packed = codes, packed  # packed: (seq2bit, nmask) until codes is unpacked
         self.codes_path = None  # where this process's children can map the codes (unpack_codes), or None
+        self._unpacking, self._unpacker = threading.Lock(), None
 
     def __getstate__(self):
-        """Pickled without codes_path: it names a file of this process."""
-        return {**self.__dict__, "codes_path": None}
+        """Pickled without codes_path (it names a file of this process), the lock and the thread."""
+        return {**self.__dict__, "codes_path": None, "_unpacking": None, "_unpacker": None}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state, _unpacking=threading.Lock())
 
     @property
     def size(self):
@@ -133,16 +140,32 @@ class Reference:
     @property
     def codes(self):
         if self._codes is None:
-            seq2bit, nmask = self._packed
-            self._codes, self.codes_path = unpack_codes(seq2bit, self.size, nmask)
-            self._packed = None
+            with self._unpacking:
+                if self._codes is None:
+                    seq2bit, nmask = self._packed
+                    self._codes, self.codes_path = unpack_codes(seq2bit, self.size, nmask)
+                    self._packed = None  # after _codes: a reader that still saw the packed arrays may use them
         return self._codes
+
+    @property
+    def packed(self):
+        """(seq2bit, nmask), the index's packed arrays, while the codes are not unpacked; else None."""
+        return self._packed
+
+    def unpack_behind(self):
+        """Start unpacking the codes in a thread of their own, for a caller that needs them soon but not
+        now: `codes` then returns them once that thread is done (once per reference: a second call does
+        nothing). Its error, if any, comes from the next `codes`, which unpacks again."""
+        if self._codes is None and self._unpacker is None:
+            self._unpacker = threading.Thread(target=lambda: self.codes, name="gkmap-unpack", daemon=True)
+            self._unpacker.start()
 
     def bases(self, positions):
         """Codes at global `positions` (int64 array), read from the 2-bit words while `codes` is not unpacked."""
-        if self._codes is not None:
-            return self._codes[positions]
-        seq2bit, nmask = self._packed
+        packed = self._packed
+        if packed is None:
+            return self.codes[positions]
+        seq2bit, nmask = packed
         words = np.asarray(seq2bit[positions >> 4]).astype(np.int64)
         codes = ((words >> (30 - 2 * (positions & 15))) & 3).astype(np.uint8)
         masked = (np.asarray(nmask[positions >> 3]) >> (7 - (positions & 7)).astype(np.uint8)) & 1
@@ -155,7 +178,8 @@ class Reference:
         N. While the codes are packed and k <= 16, a k-mer is two word reads and one 3-byte N-mask read
         (its 2k bits and k mask bits never span more), not k base reads: `gkmap index --check` reads a key
         for every position of the index."""
-        if self._codes is not None or k > 16:
+        packed = self._packed
+        if packed is None or k > 16:
             keys = np.zeros(len(starts), dtype=np.int64)
             has_n = np.zeros(len(starts), dtype=bool)
             for i in range(k):
@@ -165,7 +189,7 @@ class Reference:
             return keys, has_n
         # a read past the last word or mask byte (clipped to it) only fills bits that the shifts drop: the
         # k-mer ends inside the reference, so its own bits all lie in words and bytes that exist
-        seq2bit, nmask = self._packed
+        seq2bit, nmask = packed
         word = starts >> 4
         pair = np.asarray(seq2bit[word]).astype(np.uint64) << np.uint64(32)
         pair |= np.asarray(seq2bit[np.minimum(word + 1, len(seq2bit) - 1)]).astype(np.uint64)

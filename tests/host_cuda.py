@@ -12,6 +12,7 @@ from mapper.device.host import (SHIM, Timer, copy_into, copy_out, exclusive_scan
 WARP = 1  # lane kernels need a warp's lanes in lockstep; the host runs an item's as one (LANES)
 SEED_BY_ROW = False  # and the GPU's seeding kernels (the cpu backend's are tested through mapper.device.host)
 SEED_SLOTS = None  # launches as large as the GPU's
+HOST_MEMORY = False  # a device of its own: what is uploaded is copied, the reference unpacked there
 
 
 def empty(nbytes):

@@ -110,6 +110,8 @@ class CudaBackend(Backend):
         batch; in parts (index_parts.py) when they need more than they may take: with `memory` (--gpu-memory),
         what the run's working budget leaves of it (see CONTEXT), else the free device memory less RESERVE."""
         self._selected = None
+        if not cuda.HOST_MEMORY:  # the host's codes, which the render processes read, unpacked beside the uploads
+            index.reference.unpack_behind()
         if memory is None:
             free = cuda.free_memory()
             budget = free - RESERVE
@@ -329,7 +331,7 @@ class CudaBackend(Backend):
         if self._active is not None:
             return self._active[3]
         if self._genome_of is not reference:
-            self._genome = cuda.upload(reference.codes)
+            self._genome = _device_codes(reference)
             self._genome_of = reference
         return self._genome
 
@@ -497,6 +499,36 @@ def _wide_parts(stretch, n, over, n_over, genome, dev, longest, columns):
         labels = take(stretch.row), take(stretch.contig), take(stretch.settled)
         parts.append(Mappings(*wide_records(cuda, genome, dev.codes, windows, width[a:b], e[a:b], longest, labels)))
     return parts
+
+
+UNPACK_WORDS = 1 << 24  # 2-bit words (64 MB, 256 M bases) per piece of a reference unpacked on the device
+
+
+def _device_codes(reference):
+    """The reference codes in a plain device allocation. A reference still packed (an index's, its host codes
+    not unpacked yet) goes up as its 2-bit words and N mask, a fifth of the codes' bytes, in pieces of
+    UNPACK_WORDS words that kernels/reference.cu unpacks on the device, so the GPU need not wait for the
+    host's own codes: those, which the render processes read, are unpacked by a thread (load's
+    Reference.unpack_behind) beside the uploads and the first batches, not before them; on the H200 host's
+    16 cores that unpacking was 0.68 s of a 3.1 Gbp index's 1.7-1.8 s load. A layer whose buffers are host
+    memory (the cpu backend's) takes the host's codes as they are."""
+    packed = reference.packed
+    if packed is None or cuda.HOST_MEMORY:
+        return cuda.upload(reference.codes)
+    words, mask = packed
+    n_words = len(words)
+    codes = cuda.empty(16 * n_words)  # 16 codes a word: up to 15 past the genome's end, never read
+    step = max(min(UNPACK_WORDS, n_words), 1)
+    word_buf, mask_buf = cuda.empty(4 * step), cuda.empty(2 * step)
+    unpack = cuda.function("reference.cu", "unpack_2bit")
+    for first in range(0, n_words, step):
+        last = min(first + step, n_words)
+        piece_mask = mask[2 * first:2 * last]
+        cuda.copy_into(word_buf, np.asarray(words[first:last], dtype=np.uint32))
+        cuda.copy_into(mask_buf, piece_mask)
+        cuda.launch(unpack, last - first, word_buf, last - first, mask_buf, len(piece_mask),
+                    cuda.shifted(codes, -16 * first))
+    return codes
 
 
 class DeviceRows:

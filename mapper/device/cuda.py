@@ -31,6 +31,7 @@ BLOCK = 256  # threads per block of every one-thread-per-item launch
 WARP = 32  # threads per item of a lane kernel (kernels/common.cuh LANES: a warp)
 SEED_BY_ROW = False  # seeding: a thread per 4 hits, placed by look-ups in each other chosen list (host.py merges rows)
 SEED_SLOTS = None  # hit slots of a seeding launch per thread, at most (None: the working budget's bound only)
+HOST_MEMORY = False  # buffers are device memory: upload() copies (host.py: the array itself)
 CONTEXT = 1 << 29  # device memory a process's CUDA context and kernels' code take, beside its buffers (a bound
                    # such as --gpu-memory counts it)
 

@@ -38,6 +38,7 @@ SEED_BY_ROW = True  # seeding merges each row's lists (seed.cu seed_place_rows):
 # 0.65-0.80 s in one launch, 0.44-0.49 s in launches of 256 K or 512 K slots (the clearing of fresh pages was
 # 29 % of the run's samples).
 SEED_SLOTS = 1 << 19
+HOST_MEMORY = True  # buffers are host memory: upload() hands back the array itself, the host's one copy
 
 SHIM = """
 #include <algorithm>

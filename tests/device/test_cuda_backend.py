@@ -108,6 +108,28 @@ def test_device_rows_equal_host_rows(backend):
     assert np.array_equal(got, rows.codes)
 
 
+
+@pytest.mark.parametrize("piece_words", [5, 1 << 24], ids=["pieces", "whole"])
+def test_reference_unpacked_on_the_device(device_layer, monkeypatch, tmp_path, piece_words):
+    """An index's reference goes to the device packed and is unpacked there (cuda_mapping._device_codes), in
+    pieces of UNPACK_WORDS words; the host's codes are unpacked by a thread of their own (unpack_behind),
+    which `codes` waits for. Both equal the FASTA's codes, with N runs, a lone N and contigs that end inside
+    a word."""
+    monkeypatch.setattr(cuda_mapping, "UNPACK_WORDS", piece_words)
+    from mapper.index import build_index
+    from mapper.reference import read_fasta
+    rng = np.random.default_rng(8)
+    spell = lambda n: "".join(rng.choice(list("ACGT"), n))
+    (tmp_path / "g.fa").write_text(f">a\n{spell(150)}NNNNN{spell(37)}\n>b\n{'N' * 20}{spell(203)}N{spell(9)}\n")
+    want = read_fasta(tmp_path / "g.fa", tmp_path / "g.fai").codes
+    build_index(tmp_path / "g.fa", 10, tmp_path / "idx")
+    reference = load_index(tmp_path / "g.fa", tmp_path / "idx").reference
+    assert reference.packed is not None and (want == CODE_N).sum() == 26
+    codes = cuda_mapping._device_codes(reference)
+    assert np.array_equal(cuda_mapping.cuda.from_device(codes, (len(want),), np.uint8), want)
+    reference.unpack_behind()
+    assert np.array_equal(reference.codes, want) and reference.packed is None
+
 def test_gpu_verification_equals_edlib(backend, index_dir):
     index = load_index(SHIGELLA, index_dir(SHIGELLA))
     batch, rows = batch_rows(READS / "shigella_dysenteriae_ERR6005894_R1.fastq.gz", 400, 8)

@@ -2,6 +2,7 @@
 one contig and has no N, and nothing else; the same index from plain and gzip FASTA."""
 import gzip
 import os
+import time
 
 import numpy as np
 import pytest
@@ -98,6 +99,26 @@ def test_loaded_reference_unpacks_on_first_use(tmp_path):
     assert reference._codes is None, "bases() unpacked the whole sequence"
     assert np.array_equal(reference.codes, expected) and np.array_equal(reference.bases(everywhere), expected)
 
+
+
+def test_codes_unpacked_once_behind_the_caller(tmp_path, monkeypatch):
+    """unpack_behind's thread and a caller of `codes` meanwhile share one unpacking (the caller waits for the
+    thread's, or the thread finds the caller's), and a second unpack_behind starts none."""
+    import mapper.reference as reference_module
+    calls, real = [], reference_module.unpack_codes
+
+    def slow(*args):
+        calls.append(1)
+        time.sleep(0.2)
+        return real(*args)
+    monkeypatch.setattr(reference_module, "unpack_codes", slow)
+    fasta = tmp_path / "g.fa"
+    fasta.write_text(">a\n" + "".join(np.random.default_rng(4).choice(list("ACGTN"), 777)) + "\n")
+    reference = load_index(fasta, build_index(fasta, 10, tmp_path / "idx").folder).reference
+    reference.unpack_behind()
+    reference.unpack_behind()
+    assert np.array_equal(reference.codes, read_fasta(fasta, tmp_path / "g.fai").codes)
+    assert len(calls) == 1
 
 @pytest.mark.parametrize("n", [0, 1, 15, 16, 17, 100, 1001])
 def test_unpack_in_pieces_is_the_inverse_of_pack(monkeypatch, n):
