@@ -111,6 +111,17 @@ def test_processes_spawned_before_the_index_render_short_batches_too(mapped):
     assert (got.sam, got.unmapped, got.records) == (want.sam, want.unmapped, want.records)
 
 
+
+def test_render_processes_run_nicer_than_the_main_process():
+    """The render processes yield the cores to the main process, whose mapping thread drives the GPU
+    (render.RENDER_NICE), whoever started them."""
+    from mapper.render import RENDER_NICE
+    pool = HostWorkers.spawn(2)
+    try:
+        assert {pool.submit(os.nice, 0).result() for _ in range(4)} == {min(os.nice(0) + RENDER_NICE, 19)}
+    finally:
+        pool.shutdown()
+
 def test_processes_map_the_shared_codes_or_a_written_file(mapped, tmp_path, monkeypatch):
     """The render processes' reference: the contig table only, when the main process's codes are shared
     (Reference.codes_path: the index's codes, unpacked into a memfd); codes.npy beside it for codes of
