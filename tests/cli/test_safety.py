@@ -387,29 +387,47 @@ def test_signal_ends_the_run_cleanly(data, tmp_path, threads, signum):
 
 
 
+# `gkmap map` as the console script runs it (main, then cli._leave), listing the process's children (their
+# command lines, from /proc) between the two: what main leaves running is what the exit would abandon
+_MAIN_THEN_CHILDREN = """
+import os, sys
+from mapper.cli import _leave, main
+code = main(sys.argv[1:])
+for entry in filter(str.isdigit, os.listdir("/proc")):
+    try:
+        with open(f"/proc/{entry}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+        if int(fields[1]) == os.getpid():
+            with open(f"/proc/{entry}/cmdline", "rb") as line:
+                sys.stderr.write(f"CHILD {entry} {fields[0]} {line.read()!r}\\n")
+    except OSError:
+        pass
+_leave(code)
+"""
+
+
 def test_a_finished_run_leaves_nothing_behind(data, tmp_path):
-    """`python -m mapper` leaves without the interpreter's teardown (cli._leave): by the time `main` returns,
-    the output must be whole and in place, the render processes gone and the temporary items removed, none
-    of it left to exit handlers. 40,000 reads in 4 batches, so that render processes take part."""
+    """The console script leaves without the interpreter's teardown (cli._leave): by the time `main` returns,
+    the output must be whole and in place, the render processes ended and reaped and the temporary items
+    removed, none of it left to exit handlers. The only child still there may be multiprocessing's resource
+    tracker, which ends as its pipe closes. 40,000 reads in 4 batches, so that render processes take part."""
     (tmp_path / "out").mkdir()
     with open(data / "many.fq") as reads, open(tmp_path / "some.fq", "w") as some:
         some.writelines(itertools.islice(reads, 4 * 40_000))
-    process = _start_map(data, tmp_path / "out", 3, reads=tmp_path / "some.fq")
+    argv = [sys.executable, "-c", _MAIN_THEN_CHILDREN, "map", "--quiet", "-t", "3", "--batch-size", "10000",
+            "--index", str(data / "idx"), "-o", str(tmp_path / "out" / "out.sam"), str(data / "ref.fa"),
+            str(tmp_path / "some.fq")]
+    process = subprocess.Popen(argv, cwd=ROOT, stderr=subprocess.PIPE, text=True, preexec_fn=_default_signals)
     err = _ended(process)
     assert process.returncode == 0, err
-    left = [pid for pid in _session(process.pid) if b"resource_tracker" not in _command_line(pid)]
-    assert left == [], "processes outlived the run"  # multiprocessing's tracker ends when its pipe closes
+    children = [line for line in err.splitlines() if line.startswith("CHILD ")]
+    assert all("resource_tracker" in line for line in children), children
+    assert _wait_until(lambda: not _session(process.pid), 5), "processes outlived the run"
     assert os.listdir(tmp_path / "out") == ["out.sam"]
     assert _temporary_items(process.pid) == []
     lines = (tmp_path / "out" / "out.sam").read_text().splitlines()
     primary = [line for line in lines if not line.startswith("@") and not int(line.split("\t")[1]) & 0x900]
     assert len(primary) == 40_000 and len(lines[-1].split("\t")) >= 11
-
-
-def _command_line(pid):
-    with contextlib.suppress(OSError):
-        return Path(f"/proc/{pid}/cmdline").read_bytes()
-    return b""
 
 # the index loads in a thread while the backend starts (pipeline._open_index_and_backend): a child whose
 # load or backend start is made to hang, so that Ctrl-C comes while the main thread waits on it
