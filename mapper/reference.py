@@ -115,9 +115,10 @@ def unpack_codes(seq2bit, n, nmask):
 class Reference:
     """The sequence and its contig table. Loaded from an index, the codes are unpacked from the 2-bit words on
     first use (`codes`), not at load: a client that only writes the SAM header (a Dask run's) or checks a
-    sample of positions (`bases`) never pays the ~1 s a Gbp of unpacking a human genome. A GPU takes the
-    packed words and unpacks them itself (cuda_mapping._device_codes), then has the host's codes unpacked
-    behind the first batches (`unpack_behind`): `codes` waits for that unpacking rather than starting another."""
+    sample of positions (`bases`) never pays the ~1 s a Gbp of unpacking a human genome. The cuda backend
+    starts the host's unpacking in a thread at its load (`unpack_behind`) and meanwhile unpacks the packed
+    words on the GPU itself (cuda_mapping._device_codes); `codes` waits for that thread rather than
+    unpacking again."""
 
     def __init__(self, names, starts, lengths, codes=None, packed=None):
         self.names, self.starts, self.lengths = list(names), starts, lengths
